@@ -1,0 +1,3 @@
+"""Schedule Explorer's headless engine (no Qt anywhere under this package)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,337 @@
+"""Lowering to Halide: pipeline + schedule -> Halide Funcs -> JIT-compiled code.
+
+Also: the lowered Stmt (text or HTML) and Halide's own autoschedulers (Adams2019,
+Mullapudi2016, Li2018) run on the same Funcs as baselines.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import halide as hl
+import numpy as np
+
+from . import expr as E
+from . import loops as L
+from .ir import Pipeline, Stage
+from .schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, check_directive, validate
+
+AUTOSCHEDULERS = {
+    "Adams2019": "libautoschedule_adams2019.so",
+    "Mullapudi2016": "libautoschedule_mullapudi2016.so",
+    "Li2018": "libautoschedule_li2018.so",
+}
+TAIL = {
+    "auto": hl.TailStrategy.Auto,
+    "guard_with_if": hl.TailStrategy.GuardWithIf,
+    "shift_inwards": hl.TailStrategy.ShiftInwards,
+    "round_up": hl.TailStrategy.RoundUp,
+}
+_loaded_plugins: set[str] = set()
+
+
+def host_target(profile: bool = False) -> hl.Target:
+    t = hl.get_jit_target_from_environment()
+    return t.with_feature(hl.TargetFeature.Profile) if profile else t
+
+
+def target_string() -> str:
+    return str(hl.get_jit_target_from_environment())
+
+
+@dataclass
+class Lowered:
+    """Halide objects for one pipeline: Funcs, input params, and per-definition loop vars."""
+
+    pipeline: Pipeline
+    funcs: dict[str, hl.Func]
+    params: dict[str, hl.ImageParam]
+    rdoms: dict[str, hl.RDom]
+    hl_pipeline: hl.Pipeline | None = None
+    compiled_for: str | None = None
+    schedule_source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def output_funcs(self) -> list[hl.Func]:
+        return [self.funcs[o] for o in self.pipeline.outputs]
+
+
+# --- algorithm ---------------------------------------------------------------------------
+def define(p: Pipeline) -> Lowered:
+    """Build the Halide Funcs of the pipeline's algorithm (no schedule yet)."""
+    params = {i.name: hl.ImageParam(hl.Float(32), len(i.shape), i.name) for i in p.inputs}
+    funcs: dict[str, hl.Func] = {}
+    rdoms: dict[str, hl.RDom] = {}
+    for s in p.stages:
+        f = hl.Func(s.name)
+        env: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
+        args = [env[d.name] for d in reversed(s.dims)]  # Halide's first dim is innermost
+        f[args] = _as_float(_expr(s.value, env, funcs, params))
+        if s.is_reduction:
+            r = hl.RDom([hl.Range(0, d.extent) for d in reversed(s.rdom)], "r")
+            rdoms[s.name] = r
+            for k, d in enumerate(reversed(s.rdom)):
+                env[d.name] = r[k]
+            body = _as_float(_expr(s.update, env, funcs, params))
+            cur = f[args]
+            f[args] = {"sum": lambda: cur + body, "max": lambda: hl.max(cur, body), "min": lambda: hl.min(cur, body)}[s.reduce]()
+        funcs[s.name] = f
+    return Lowered(p, funcs, params, rdoms)
+
+
+def _to_expr(e: Any) -> Any:
+    return e if isinstance(e, hl.Expr) else hl.Expr(e)
+
+
+def _as_float(e: Any) -> Any:
+    e = _to_expr(e)
+    return e if e.type() == hl.Float(32) else hl.cast(hl.Float(32), e)
+
+
+def _expr(e: E.Expr, env: dict[str, Any], funcs: dict[str, hl.Func], params: dict[str, hl.ImageParam]) -> Any:
+    rec = lambda x: _expr(x, env, funcs, params)  # noqa: E731
+    if isinstance(e, E.Const):
+        return hl.Expr(int(e.value)) if isinstance(e.value, int) else hl.f32(e.value)
+    if isinstance(e, E.Var):
+        return _to_expr(env[e.name])
+    if isinstance(e, E.Access):
+        src = funcs.get(e.source) or params[e.source]
+        return _to_expr(src[[rec(i) for i in reversed(e.index)]])
+    if isinstance(e, E.BinOp):
+        a, b = rec(e.a), rec(e.b)
+        op = e.op
+        if op == "/":
+            return _as_float(a) / _as_float(b)
+        table = {
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
+            "//": lambda: a / b,  # Halide integer division rounds down
+            "%": lambda: a % b,
+            "min": lambda: hl.min(a, b),
+            "max": lambda: hl.max(a, b),
+            "<": lambda: a < b,
+            "<=": lambda: a <= b,
+            ">": lambda: a > b,
+            ">=": lambda: a >= b,
+            "==": lambda: a == b,
+            "!=": lambda: a != b,
+            "and": lambda: a & b,
+            "or": lambda: a | b,
+        }
+        return table[op]()
+    if isinstance(e, E.Call):
+        a = rec(e.args[0])
+        fa = _as_float(a) if e.fn != "abs" else a
+        table = {
+            "exp": lambda: hl.exp(fa),
+            "log": lambda: hl.log(fa),
+            "sqrt": lambda: hl.sqrt(fa),
+            "rsqrt": lambda: hl.f32(1.0) / hl.sqrt(fa),
+            "tanh": lambda: hl.tanh(fa),
+            "erf": lambda: hl.erf(fa),
+            "abs": lambda: hl.abs(a),
+            "neg": lambda: -a,
+            "float": lambda: _as_float(a),
+            "sigmoid": lambda: hl.f32(1.0) / (hl.f32(1.0) + hl.exp(-fa)),
+        }
+        return table[e.fn]()
+    if isinstance(e, E.Select):
+        return hl.select(rec(e.cond), rec(e.then), rec(e.other))
+    raise TypeError(f"cannot lower {e!r}")
+
+
+# --- schedule ----------------------------------------------------------------------------
+def apply_schedule(low: Lowered, sched: Schedule) -> None:
+    """Apply a validated schedule to freshly defined Funcs; Halide errors become ScheduleError."""
+    p = low.pipeline
+    validate(p, sched)
+    var_maps: dict[tuple[str, bool], dict[str, Any]] = {}
+    for s in p.stages:
+        ss = sched.of(s.name)
+        var_maps[(s.name, False)] = _apply_loops(low, s, ss.pure, False)
+        if s.is_reduction:
+            var_maps[(s.name, True)] = _apply_loops(low, s, ss.update, True)
+    for s in p.stages:
+        f = low.funcs[s.name]
+        directives = sched.of(s.name).pure
+        if not any(d["kind"] in COMPUTE_KINDS for d in directives):
+            f.compute_root()
+        for k, d in enumerate(directives):
+            if d["kind"] not in COMPUTE_KINDS + STORE_KINDS:
+                continue
+            try:
+                if d["kind"] in ("compute_at", "store_at"):
+                    c = d["consumer"]
+                    v = var_maps[(c, p.stage(c).is_reduction)][d["loop"]]
+                    getattr(f, d["kind"])(low.funcs[c], v)
+                else:
+                    getattr(f, d["kind"])()
+            except hl.HalideError as exc:
+                raise ScheduleError(s.name, _halide_message(exc), d, k) from None
+
+
+def _apply_loops(low: Lowered, s: Stage, directives: list[dict[str, Any]], update: bool) -> dict[str, Any]:
+    f = low.funcs[s.name]
+    stage = f.update(0) if update else f
+    vars_: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
+    if update:
+        r = low.rdoms[s.name]
+        for k, d in enumerate(reversed(s.rdom)):
+            vars_[d.name] = r[k]
+    loops = L.initial_loops(s, update)
+    for k, d in enumerate(directives):
+        check_directive(d)
+        if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
+            continue
+        try:
+            _halide_directive(stage, d, vars_, loops)
+            loops = L.apply(loops, d)
+        except hl.HalideError as exc:
+            raise ScheduleError(s.name, _halide_message(exc), d, k, update) from None
+    return vars_
+
+
+def _new_var(vars_: dict[str, Any], name: str, rvar: bool) -> Any:
+    if name not in vars_:
+        vars_[name] = hl.RVar(name) if rvar else hl.Var(name)
+    return vars_[name]
+
+
+def _halide_directive(stage: Any, d: dict[str, Any], vars_: dict[str, Any], loops: list[L.Loop]) -> None:
+    kind = d["kind"]
+    is_r = {lp.name: lp.rvar for lp in loops}
+    tail = TAIL[d.get("tail", "auto")]
+    if kind == "split":
+        old = vars_[d["loop"]]
+        outer = _new_var(vars_, d["outer"], is_r[d["loop"]]) if d["outer"] != d["loop"] else old
+        inner = _new_var(vars_, d["inner"], is_r[d["loop"]])
+        stage.split(old, outer, inner, d["factor"], tail)
+    elif kind == "tile":
+        xs = [_new_var(vars_, d[k], is_r[d[a]]) for k, a in (("xo", "x"), ("yo", "y"), ("xi", "x"), ("yi", "y"))]
+        stage.tile(vars_[d["x"]], vars_[d["y"]], *xs, d["xf"], d["yf"], tail)
+    elif kind == "reorder":
+        stage.reorder([vars_[n] for n in d["loops"]])
+    elif kind == "fuse":
+        fused = _new_var(vars_, d["fused"], is_r[d["inner"]])
+        stage.fuse(vars_[d["inner"]], vars_[d["outer"]], fused)
+    else:
+        mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
+        v = vars_[d["loop"]]
+        if d.get("factor"):
+            inner = _new_var(vars_, L.split_name(d["loop"], mk), is_r[d["loop"]])
+            stage.split(v, v, inner, d["factor"], tail)
+            getattr(stage, kind)(v if kind == "parallel" else inner)
+        else:
+            getattr(stage, kind)(v)
+
+
+def _halide_message(exc: Exception) -> str:
+    msg = str(exc).strip()
+    if msg.startswith("Error:"):
+        msg = msg[len("Error:") :].strip()
+    return "Halide rejected it: " + " ".join(msg.split())
+
+
+def _stage_in_message(p: Pipeline, msg: str) -> str:
+    hits = [s.name for s in p.stages if s.name in msg]
+    return max(hits, key=len) if hits else p.outputs[0]
+
+
+# --- compile and run ------------------------------------------------------------------------
+def lower(p: Pipeline, sched: Schedule) -> Lowered:
+    low = define(p)
+    apply_schedule(low, sched)
+    low.hl_pipeline = hl.Pipeline(low.output_funcs())
+    return low
+
+
+def compile_jit(low: Lowered, profile: bool = False) -> float:
+    """JIT-compile; returns seconds taken. A Halide failure names the stage it mentions."""
+    assert low.hl_pipeline is not None
+    t0 = time.perf_counter()
+    try:
+        low.hl_pipeline.compile_jit(host_target(profile))
+    except hl.HalideError as exc:
+        msg = _halide_message(exc)
+        raise ScheduleError(_stage_in_message(low.pipeline, msg), msg) from None
+    low.compiled_for = "profile" if profile else "plain"
+    return time.perf_counter() - t0
+
+
+def bind_inputs(low: Lowered, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
+    """Point the input params at numpy arrays (no copy); keep the returned buffers alive."""
+    bufs = []
+    for name, param in low.params.items():
+        a = np.ascontiguousarray(arrays[name], dtype=np.float32)
+        b = hl.Buffer(a)
+        param.set(b)
+        bufs.append(b)
+    return bufs
+
+
+def output_arrays(p: Pipeline) -> dict[str, np.ndarray]:
+    return {o: np.zeros(p.stage(o).shape, np.float32) for o in p.outputs}
+
+
+def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
+    """A zero-argument callable that realizes into `outs` (numpy memory, no copies)."""
+    assert low.hl_pipeline is not None
+    bufs = [hl.Buffer(outs[o]) for o in low.pipeline.outputs]
+    hp = low.hl_pipeline
+    dst = bufs if len(bufs) > 1 else bufs[0]
+
+    def run() -> None:
+        hp.realize(dst)
+
+    run.buffers = bufs  # type: ignore[attr-defined]
+    return run
+
+
+def lowered_stmt(p: Pipeline, sched: Schedule, html: bool = False) -> str:
+    low = lower(p, sched)
+    assert low.hl_pipeline is not None
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "stmt.html" if html else "stmt.txt")
+        fmt = hl.StmtOutputFormat.HTML if html else hl.StmtOutputFormat.Text
+        args = [low.params[i.name] for i in p.inputs]
+        try:
+            low.hl_pipeline.compile_to_lowered_stmt(path, args, fmt, host_target())
+        except hl.HalideError as exc:
+            msg = _halide_message(exc)
+            raise ScheduleError(_stage_in_message(p, msg), msg) from None
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+
+
+# --- Halide's autoschedulers -----------------------------------------------------------------
+def set_estimates(low: Lowered) -> None:
+    p = low.pipeline
+    for i in p.inputs:
+        low.params[i.name].set_estimates([(0, n) for n in reversed(i.shape)])
+    for o in p.outputs:
+        low.funcs[o].set_estimates([(0, n) for n in reversed(p.stage(o).shape)])
+
+
+def autoschedule(p: Pipeline, name: str, threads: int | None = None) -> Lowered:
+    """Run one of Halide's autoschedulers on the pipeline; the result carries its search time
+    (`extra['search_s']`) and generated schedule source."""
+    if name not in AUTOSCHEDULERS:
+        raise ValueError(f"unknown autoscheduler {name!r} (choose from {', '.join(AUTOSCHEDULERS)})")
+    lib = os.path.join(os.path.dirname(hl.__file__), "lib64", AUTOSCHEDULERS[name])
+    if lib not in _loaded_plugins:
+        hl.load_plugin(lib)
+        _loaded_plugins.add(lib)
+    low = define(p)
+    set_estimates(low)
+    low.hl_pipeline = hl.Pipeline(low.output_funcs())
+    par = str(threads or os.cpu_count() or 1)
+    t0 = time.perf_counter()
+    res = low.hl_pipeline.apply_autoscheduler(host_target(), hl.AutoschedulerParams(name, {"parallelism": par}))
+    low.extra["search_s"] = time.perf_counter() - t0
+    low.schedule_source = res.schedule_source
+    return low

@@ -1,0 +1,160 @@
+"""The loops of one stage definition after its loop directives (split, tile, reorder, ...).
+
+This is the single place that knows how Halide's loop directives transform a loop list;
+schedule validation, the loop-nest model and the Halide lowering all go through it, so
+the three always agree on which loops exist and what they are called.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .ir import Stage
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+TAILS = ("auto", "guard_with_if", "shift_inwards", "round_up")
+
+
+class LoopError(ValueError):
+    """A directive that cannot apply to the current loops; the caller adds stage context."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A loop's contribution to one original dimension: `dim += stride * loop_var`."""
+
+    dim: str
+    stride: int
+    extent: int
+
+
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    extent: int
+    kind: str = "serial"
+    parts: tuple[Part, ...] = ()
+    rvar: bool = False  # derived from a reduction variable
+
+
+def initial_loops(stage: Stage, update: bool, extents: dict[str, int] | None = None) -> list[Loop]:
+    """Loops outer -> inner before any directive: pure dims, then (for the update) the
+    reduction variables innermost, as Halide orders them."""
+    ext = extents or {}
+    loops = [Loop(d.name, ext.get(d.name, d.extent), parts=(Part(d.name, 1, ext.get(d.name, d.extent)),)) for d in stage.dims]
+    if update:
+        loops += [Loop(r.name, r.extent, parts=(Part(r.name, 1, r.extent),), rvar=True) for r in stage.rdom]
+    return loops
+
+
+def _find(loops: list[Loop], name: Any) -> int:
+    if not isinstance(name, str):
+        raise LoopError(f"loop name must be a string, got {name!r}")
+    for k, lp in enumerate(loops):
+        if lp.name == name:
+            return k
+    raise LoopError(f"no loop {name!r} (loops are {[lp.name for lp in loops]})")
+
+
+def _factor(v: Any, what: str = "factor") -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise LoopError(f"{what} must be an integer, got {v!r}")
+    if v <= 0:
+        raise LoopError(f"{what} must be positive, got {v}")
+    return v
+
+
+def _new_name(loops: list[Loop], name: Any, replacing: str | None = None) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise LoopError(f"new loop name must be an identifier, got {name!r}")
+    if any(lp.name == name and lp.name != replacing for lp in loops):
+        raise LoopError(f"loop name {name!r} is already used")
+    return name
+
+
+def split(loops: list[Loop], loop: str, outer: str, inner: str, factor: int) -> list[Loop]:
+    k = _find(loops, loop)
+    f = _factor(factor)
+    old = loops[k]
+    outer = _new_name(loops, outer, replacing=loop)
+    inner = _new_name(loops, inner, replacing=loop)
+    if outer == inner:
+        raise LoopError(f"split needs two different names, got {outer!r} twice")
+    o = Loop(outer, max(1, math.ceil(old.extent / f)), "serial", tuple(Part(p.dim, p.stride * f, p.extent) for p in old.parts), old.rvar)
+    i = Loop(inner, f, "serial", tuple(Part(p.dim, p.stride, p.extent) for p in old.parts), old.rvar)
+    if old.kind != "serial":
+        raise LoopError(f"cannot split {loop!r}: it is already {old.kind}")
+    return loops[:k] + [o, i] + loops[k + 1 :]
+
+
+def reorder(loops: list[Loop], names: Any) -> list[Loop]:
+    """Halide order: `names` lists loops innermost first; unlisted loops keep their slots."""
+    if not isinstance(names, list) or len(names) < 2:
+        raise LoopError("reorder needs a list of at least two loop names")
+    if len(set(names)) != len(names):
+        raise LoopError(f"reorder lists a loop twice: {names}")
+    idx = sorted(_find(loops, n) for n in names)
+    out = list(loops)
+    for slot, name in zip(idx, reversed(names)):
+        out[slot] = loops[_find(loops, name)]
+    return out
+
+
+def fuse(loops: list[Loop], inner: str, outer: str, fused: str) -> list[Loop]:
+    ki, ko = _find(loops, inner), _find(loops, outer)
+    if ko != ki - 1:
+        raise LoopError(f"fuse needs {outer!r} directly outside {inner!r}")
+    li, lo = loops[ki], loops[ko]
+    if li.rvar != lo.rvar:
+        raise LoopError("cannot fuse a reduction loop with a pure loop")
+    name = _new_name([lp for lp in loops if lp.name not in (inner, outer)], fused)
+    f = Loop(name, li.extent * lo.extent, "serial", li.parts + lo.parts, li.rvar)
+    return loops[:ko] + [f] + loops[ki + 1 :]
+
+
+def mark(loops: list[Loop], loop: str, kind: str) -> list[Loop]:
+    k = _find(loops, loop)
+    if loops[k].rvar and kind in ("parallel", "vectorized"):
+        raise LoopError(f"{kind} on reduction loop {loop!r} would race (reduction loops must stay serial or unrolled)")
+    if loops[k].kind != "serial" and loops[k].kind != kind:
+        raise LoopError(f"loop {loop!r} is already {loops[k].kind}")
+    return loops[:k] + [replace(loops[k], kind=kind)] + loops[k + 1 :]
+
+
+SUFFIX = {"vectorized": "v", "parallel": "p", "unrolled": "u"}
+
+
+def split_name(loop: str, kind: str) -> str:
+    """Name of the inner loop created by `vectorize/parallel/unroll(loop, factor)`."""
+    return f"{loop}_{SUFFIX[kind]}"
+
+
+def apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
+    """Apply one loop directive (a dict with 'kind'); compute/store directives are no-ops here."""
+    kind = d.get("kind")
+    if kind == "split":
+        return split(loops, d.get("loop"), d.get("outer"), d.get("inner"), d.get("factor"))
+    if kind == "tile":
+        xf, yf = _factor(d.get("xf"), "xf"), _factor(d.get("yf"), "yf")
+        out = split(loops, d.get("x"), d.get("xo"), d.get("xi"), xf)
+        out = split(out, d.get("y"), d.get("yo"), d.get("yi"), yf)
+        return reorder(out, [d["xi"], d["yi"], d["xo"], d["yo"]])
+    if kind == "reorder":
+        return reorder(loops, d.get("loops"))
+    if kind == "fuse":
+        return fuse(loops, d.get("inner"), d.get("outer"), d.get("fused"))
+    if kind in ("vectorize", "parallel", "unroll"):
+        mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
+        loop = d.get("loop")
+        if d.get("factor") is not None:
+            _find(loops, loop)
+            inner = split_name(loop, mk)
+            if mk == "parallel":  # parallel(x, task): the outer part runs in parallel
+                out = split(loops, loop, loop, inner, d["factor"])
+                return mark(out, loop, mk)
+            out = split(loops, loop, loop, inner, d["factor"])
+            return mark(out, inner, mk)
+        return mark(loops, loop, mk)
+    return loops

@@ -1,0 +1,268 @@
+"""Operator library: each operator adds one or more stages to a pipeline being built.
+
+Every call also records an `OpRecord` (the operator's name, inputs and attributes, like a
+node of an ONNX graph). The stages are the operator's lowering; the records are what the
+independent reference (engine/reference.py) evaluates with numpy and torch, so a wrong
+stage declaration is caught by verification instead of being trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from . import expr as E
+from .expr import Access, Var, clamp, cmp, relu, select
+from .ir import Dim, Input, OpRecord, Pipeline, Stage
+
+FLOAT_LOWEST = -3.4028234663852886e38
+
+
+def _vars(names: Sequence[str]) -> list[Var]:
+    return [Var(n) for n in names]
+
+
+def _dims(names: Sequence[str], shape: Sequence[int]) -> tuple[Dim, ...]:
+    return tuple(Dim(n, int(e)) for n, e in zip(names, shape))
+
+
+DEFAULT_NAMES = {1: ["x"], 2: ["y", "x"], 3: ["c", "y", "x"], 4: ["n", "c", "y", "x"]}
+
+
+def dim_names(rank: int) -> list[str]:
+    return DEFAULT_NAMES.get(rank, [f"d{k}" for k in range(rank)])
+
+
+class Builder:
+    """Accumulates inputs, stages and op records; `build` returns the Pipeline."""
+
+    def __init__(self, name: str, description: str = "") -> None:
+        self.name, self.description = name, description
+        self.inputs: list[Input] = []
+        self.stages: list[Stage] = []
+        self.ops: list[OpRecord] = []
+        self._shapes: dict[str, tuple[int, ...]] = {}
+
+    # --- plumbing ---------------------------------------------------------------------
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
+
+    def input(self, name: str, shape: Sequence[int], low: float = -1.0, high: float = 1.0) -> str:
+        self.inputs.append(Input(name, tuple(int(s) for s in shape), "float32", low, high))
+        self._shapes[name] = tuple(int(s) for s in shape)
+        return name
+
+    def stage(self, stage: Stage) -> str:
+        self.stages.append(stage)
+        self._shapes[stage.name] = stage.shape
+        return stage.name
+
+    def names_like(self, src: str, rank: int) -> list[str]:
+        """Dim names of stage `src` when it has this rank (so consumers share loop names)."""
+        for st in self.stages:
+            if st.name == src and len(st.dims) == rank:
+                return [d.name for d in st.dims]
+        return dim_names(rank)
+
+    def record(self, op: str, inputs: Sequence[str], output: str, **attrs: Any) -> str:
+        self.ops.append(OpRecord(op, list(inputs), output, attrs))
+        return output
+
+    def build(self, outputs: Sequence[str]) -> Pipeline:
+        return Pipeline(self.name, self.inputs, self.stages, list(outputs), self.description, list(self.ops))
+
+    # --- elementwise ----------------------------------------------------------------
+    def pointwise(self, name: str, op: str, srcs: Sequence[str], fn: Any, **attrs: Any) -> str:
+        """out[i] = fn(*[src[i] broadcast]) for sources of the output's rank or lower (trailing-aligned)."""
+        shape = max((self.shape(s) for s in srcs), key=len)
+        names = self.names_like(srcs[0], len(shape))
+        vs = _vars(names)
+        args = []
+        for s in srcs:
+            sh = self.shape(s)
+            idx = tuple(E.Const(0) if n == 1 and shape[len(shape) - len(sh) + k] != 1 else vs[len(shape) - len(sh) + k] for k, n in enumerate(sh))
+            args.append(Access(s, idx))
+        self.stage(Stage(name, _dims(names, shape), E.wrap(fn(*args)), op=op))
+        return self.record(op, srcs, name, **attrs)
+
+    def channel_affine(self, name: str, src: str, scale: str, shift: str, axis: int = 1) -> str:
+        """out = src * scale[c] + shift[c] along `axis` (inference batch norm, folded)."""
+        shape = self.shape(src)
+        names = self.names_like(src, len(shape))
+        vs = _vars(names)
+        c = vs[axis]
+        val = Access(src, tuple(vs)) * Access(scale, (c,)) + Access(shift, (c,))
+        self.stage(Stage(name, _dims(names, shape), val, op="channel_affine"))
+        return self.record("channel_affine", [src, scale, shift], name, axis=axis)
+
+    def activation(self, name: str, src: str, kind: str) -> str:
+        fns = {
+            "relu": relu,
+            "relu6": lambda a: clamp(a, 0.0, 6.0),
+            "sigmoid": lambda a: E.call("sigmoid", a),
+            "tanh": lambda a: E.call("tanh", a),
+            "gelu": lambda a: 0.5 * a * (1.0 + E.call("erf", a * (1.0 / math.sqrt(2.0)))),
+        }
+        return self.pointwise(name, kind, [src], fns[kind])
+
+    def add(self, name: str, a: str, b: str, then_relu: bool = False) -> str:
+        fn = (lambda p, q: relu(p + q)) if then_relu else (lambda p, q: p + q)
+        return self.pointwise(name, "add_relu" if then_relu else "add", [a, b], fn)
+
+    # --- stencils and image ops ------------------------------------------------------
+    def stencil(self, name: str, src: str, taps: Sequence[tuple[Sequence[int], float]]) -> str:
+        """out[p] = sum_t w_t * src[p + offset_t]; the output shrinks by the largest offset."""
+        shape = self.shape(src)
+        reach = [max(off[k] for off, _ in taps) for k in range(len(shape))]
+        out_shape = [n - r for n, r in zip(shape, reach)]
+        names = dim_names(len(shape))
+        vs = _vars(names)
+        val: E.Expr | None = None
+        for off, w in taps:
+            term = Access(src, tuple(v + o if o else v for v, o in zip(vs, off))) * float(w)
+            val = term if val is None else val + term
+        assert val is not None
+        self.stage(Stage(name, _dims(names, out_shape), val, op="stencil"))
+        return self.record("stencil", [src], name, taps=[[list(o), float(w)] for o, w in taps])
+
+    def channel_mix(self, name: str, src: str, weights: Sequence[float]) -> str:
+        """Weighted sum over the leading (channel) axis: RGB -> gray."""
+        shape = self.shape(src)
+        names = dim_names(len(shape) - 1)
+        vs = _vars(names)
+        val: E.Expr = Access(src, (E.Const(0), *vs)) * float(weights[0])
+        for k, w in enumerate(weights[1:], start=1):
+            val = val + Access(src, (E.Const(k), *vs)) * float(w)
+        self.stage(Stage(name, _dims(names, shape[1:]), val, op="channel_mix"))
+        return self.record("channel_mix", [src], name, weights=[float(w) for w in weights])
+
+    def crop(self, name: str, src: str, offset: Sequence[int], shape: Sequence[int]) -> str:
+        names = dim_names(len(shape))
+        vs = _vars(names)
+        idx = tuple(v + o if o else v for v, o in zip(vs, offset))
+        self.stage(Stage(name, _dims(names, shape), Access(src, idx), op="crop"))
+        return self.record("crop", [src], name, offset=list(offset), shape=list(shape))
+
+    def pad(self, name: str, src: str, pad: int, value: float = 0.0) -> str:
+        """Constant padding of the two innermost axes (the boundary condition of a conv)."""
+        shape = self.shape(src)
+        h, w = shape[-2], shape[-1]
+        names = dim_names(len(shape))
+        vs = _vars(names)
+        y, x = vs[-2], vs[-1]
+        inside = cmp("and", cmp("and", cmp(">=", y, pad), cmp("<", y, h + pad)), cmp("and", cmp(">=", x, pad), cmp("<", x, w + pad)))
+        idx = (*vs[:-2], clamp(y - pad, 0, h - 1), clamp(x - pad, 0, w - 1))
+        val = select(inside, Access(src, idx), float(value))
+        out_shape = (*shape[:-2], h + 2 * pad, w + 2 * pad)
+        self.stage(Stage(name, _dims(names, out_shape), val, op="pad"))
+        return self.record("pad", [src], name, pad=pad, value=value)
+
+    # --- convolutions and pooling (NCHW) ----------------------------------------------
+    def conv2d(
+        self, name: str, src: str, weight: str, bias: str | None = None, stride: int = 1, pad: int = 0, groups: int = 1
+    ) -> str:
+        if pad:
+            src = self.pad(f"{name}_pad", src, pad)
+        n_, c_in, h, w = self.shape(src)
+        c_out, cg, kh, kw = self.shape(weight)
+        if c_in != cg * groups or c_out % groups:
+            raise ValueError(f"conv2d {name}: {c_in} input channels do not match weight {self.shape(weight)} with groups={groups}")
+        oh, ow = (h - kh) // stride + 1, (w - kw) // stride + 1
+        n, c, y, x = _vars(["n", "c", "y", "x"])
+        ry, rx = Var("ry"), Var("rx")
+        init = Access(bias, (c,)) if bias else E.Const(0.0)
+        yy = y * stride + ry if stride > 1 else y + ry
+        xx = x * stride + rx if stride > 1 else x + rx
+        if cg == 1:  # depthwise (or groups of one channel): no channel reduction
+            cin = c if groups == c_out else (c // (c_out // groups))
+            body = Access(src, (n, cin, yy, xx)) * Access(weight, (c, E.Const(0), ry, rx))
+            rdom = (Dim("ry", kh), Dim("rx", kw))
+        else:
+            rc = Var("rc")
+            cin = rc if groups == 1 else (c // (c_out // groups)) * cg + rc
+            body = Access(src, (n, cin, yy, xx)) * Access(weight, (c, rc, ry, rx))
+            rdom = (Dim("rc", cg), Dim("ry", kh), Dim("rx", kw))
+        op = "depthwise_conv2d" if groups == c_in and cg == 1 else "conv2d"
+        self.stage(Stage(name, _dims("ncyx", (n_, c_out, oh, ow)), init, rdom, body, "sum", op=op))
+        return self.record("conv2d", [src, weight] + ([bias] if bias else []), name, stride=stride, groups=groups)
+
+    def pool2d(self, name: str, src: str, kind: str, k: int, stride: int) -> str:
+        n_, c_, h, w = self.shape(src)
+        oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+        n, c, y, x = _vars(["n", "c", "y", "x"])
+        ry, rx = Var("ry"), Var("rx")
+        body = Access(src, (n, c, y * stride + ry, x * stride + rx))
+        if kind == "max":
+            st = Stage(name, _dims("ncyx", (n_, c_, oh, ow)), E.Const(FLOAT_LOWEST), (Dim("ry", k), Dim("rx", k)), body, "max", op="maxpool")
+            self.stage(st)
+        else:
+            acc = self.stage(Stage(f"{name}_sum", _dims("ncyx", (n_, c_, oh, ow)), E.Const(0.0), (Dim("ry", k), Dim("rx", k)), body, "sum", op="avgpool"))
+            self.stage(Stage(name, _dims("ncyx", (n_, c_, oh, ow)), Access(acc, (n, c, y, x)) * (1.0 / (k * k)), op="scale"))
+        return self.record("pool2d", [src], name, kind=kind, k=k, stride=stride)
+
+    # --- linear algebra --------------------------------------------------------------
+    def matmul(self, name: str, a: str, b: str, bias: str | None = None, b_transposed: bool = False) -> str:
+        """out[i, j] = sum_k a[i, k] * b[k, j] (+ bias[j]); `b_transposed` reads b[j, k]."""
+        m, kk = self.shape(a)
+        n = self.shape(b)[0] if b_transposed else self.shape(b)[1]
+        i, j, k = Var("i"), Var("j"), Var("k")
+        bidx = (j, k) if b_transposed else (k, j)
+        init = Access(bias, (j,)) if bias else E.Const(0.0)
+        body = Access(a, (i, k)) * Access(b, bidx)
+        self.stage(Stage(name, _dims("ij", (m, n)), init, (Dim("k", kk),), body, "sum", op="matmul"))
+        return self.record("matmul", [a, b] + ([bias] if bias else []), name, b_transposed=b_transposed)
+
+    def scale(self, name: str, src: str, factor: float) -> str:
+        return self.pointwise(name, "scale", [src], lambda a: a * float(factor), factor=float(factor))
+
+    # --- row-wise normalizations (last axis) -------------------------------------
+    def _row_reduce(self, name: str, src: str, reduce: str, body_fn: Any, init: float) -> str:
+        shape = self.shape(src)
+        names = dim_names(len(shape) - 1) if len(shape) > 1 else []
+        names = [n if n != "x" else "i" for n in names] if len(shape) == 2 else names
+        vs = _vars(names)
+        r = Var("r")
+        body = body_fn(vs, r)
+        self.stage(Stage(name, _dims(names, shape[:-1]), E.Const(init), (Dim("r", shape[-1]),), body, reduce, op=f"row_{reduce}"))
+        return name
+
+    def softmax(self, name: str, src: str) -> str:
+        rank = len(self.shape(src))
+        mx = self._row_reduce(f"{name}_max", src, "max", lambda vs, r: Access(src, (*vs, r)), FLOAT_LOWEST)
+        ex = self._rowwise(f"{name}_exp", [src, mx], lambda a, m: E.call("exp", a - m), "exp_sub")
+        sm = self._row_reduce(f"{name}_sum", ex, "sum", lambda vs, r: Access(ex, (*vs, r)), 0.0)
+        self._rowwise(name, [ex, sm], lambda a, s: a / s, "div")
+        del rank
+        return self.record("softmax", [src], name)
+
+    def layernorm(self, name: str, src: str, gamma: str, beta: str, eps: float = 1e-5) -> str:
+        n = self.shape(src)[-1]
+        mean = self._row_reduce(f"{name}_mean", src, "sum", lambda vs, r: Access(src, (*vs, r)) * (1.0 / n), 0.0)
+        var = self._row_reduce(
+            f"{name}_var", src, "sum", lambda vs, r: _sq(Access(src, (*vs, r)) - Access(mean, tuple(vs))) * (1.0 / n), 0.0
+        )
+        shape = self.shape(src)
+        names = self.stages[-1].dims
+        vs = [Var(d.name) for d in names]
+        last = Var("j") if len(shape) == 2 else Var("x")
+        row = tuple(vs)
+        val = (Access(src, (*row, last)) - Access(mean, row)) * E.call("rsqrt", Access(var, row) + eps) * Access(gamma, (last,)) + Access(beta, (last,))
+        self.stage(Stage(name, _dims([d.name for d in names] + [last.name], shape), val, op="layernorm"))
+        return self.record("layernorm", [src, gamma, beta], name, eps=eps)
+
+    def _rowwise(self, name: str, srcs: Sequence[str], fn: Any, op: str) -> str:
+        """out[row, x] = fn(full[row, x], rowvec[row]) where srcs = [full, rowvec]."""
+        full, rowvec = srcs
+        shape = self.shape(full)
+        row_names = [d.name for d in self.stages[-1].dims] if self.stages[-1].name == rowvec else None
+        if row_names is None:
+            row_names = [d.name for d in next(s for s in self.stages if s.name == rowvec).dims]
+        last = "j" if len(shape) == 2 else "x"
+        vs = _vars(row_names)
+        val = fn(Access(full, (*vs, Var(last))), Access(rowvec, tuple(vs)))
+        self.stage(Stage(name, _dims(row_names + [last], shape), val, op=op))
+        return name
+
+
+def _sq(e: E.Expr) -> E.Expr:
+    return e * e

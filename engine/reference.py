@@ -1,0 +1,165 @@
+"""Independent references: the pipeline's operator records evaluated with numpy and torch in
+float64, and the tolerance a compiled result must meet against them.
+
+The reference never looks at the stages' expressions when the pipeline has operator
+records, so a wrong stage declaration fails verification. Pipelines without records
+(random or hand-written JSON) fall back to the numpy interpreter of the IR, which checks
+the lowering and schedule but not the declaration; the result says which was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .interpret import interpret
+from .ir import OpRecord, Pipeline
+
+RTOL = 1e-3  # relative to each element of the reference
+ATOL_SCALE = 1e-4  # absolute slack, times the largest |reference| value of that output
+TOLERANCE_TEXT = f"|out - ref| <= {ATOL_SCALE:g}*max|ref| + {RTOL:g}*|ref| (float64 reference)"
+
+
+def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.uniform(i.low, i.high, size=i.shape).astype(np.float32) for i in p.inputs}
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _stencil(a: np.ndarray, taps: list, **_: Any) -> np.ndarray:
+    reach = [max(off[k] for off, _w in taps) for k in range(a.ndim)]
+    shape = [n - r for n, r in zip(a.shape, reach)]
+    out = np.zeros(shape)
+    for off, w in taps:
+        out += w * a[tuple(slice(o, o + n) for o, n in zip(off, shape))]
+    return out
+
+
+def _pad(a: np.ndarray, pad: int, value: float, **_: Any) -> np.ndarray:
+    widths = [(0, 0)] * (a.ndim - 2) + [(pad, pad), (pad, pad)]
+    return np.pad(a, widths, constant_values=value)
+
+
+def _conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, stride: int = 1, groups: int = 1, **_: Any) -> np.ndarray:
+    t = _torch()
+    out = t.nn.functional.conv2d(t.from_numpy(x), t.from_numpy(w), None if bias is None else t.from_numpy(bias), stride=stride, groups=groups)
+    return out.numpy()
+
+
+def _pool(x: np.ndarray, kind: str, k: int, stride: int, **_: Any) -> np.ndarray:
+    t = _torch()
+    fn = t.nn.functional.max_pool2d if kind == "max" else t.nn.functional.avg_pool2d
+    return fn(t.from_numpy(x), k, stride).numpy()
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, b_transposed: bool = False, **_: Any) -> np.ndarray:
+    out = a @ (b.T if b_transposed else b)
+    return out if bias is None else out + bias
+
+
+def _softmax(x: np.ndarray, **_: Any) -> np.ndarray:
+    t = _torch()
+    return t.softmax(t.from_numpy(x), dim=-1).numpy()
+
+
+def _layernorm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float, **_: Any) -> np.ndarray:
+    t = _torch()
+    return t.nn.functional.layer_norm(t.from_numpy(x), (x.shape[-1],), t.from_numpy(g), t.from_numpy(b), eps).numpy()
+
+
+def _channel_affine(x: np.ndarray, s: np.ndarray, t: np.ndarray, axis: int, **_: Any) -> np.ndarray:
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    return x * s.reshape(shape) + t.reshape(shape)
+
+
+def _gelu(x: np.ndarray, **_: Any) -> np.ndarray:
+    t = _torch()
+    return t.nn.functional.gelu(t.from_numpy(x)).numpy()
+
+
+OP_REFS: dict[str, Callable[..., np.ndarray]] = {
+    "stencil": _stencil,
+    "channel_mix": lambda a, weights, **_: sum(w * a[k] for k, w in enumerate(weights)),
+    "crop": lambda a, offset, shape, **_: a[tuple(slice(o, o + n) for o, n in zip(offset, shape))],
+    "pad": _pad,
+    "conv2d": _conv2d,
+    "pool2d": _pool,
+    "matmul": _matmul,
+    "softmax": _softmax,
+    "layernorm": _layernorm,
+    "channel_affine": _channel_affine,
+    "copy": lambda a, **_: a,
+    "scale": lambda a, factor, **_: a * factor,
+    "relu": lambda a, **_: np.maximum(a, 0),
+    "relu6": lambda a, **_: np.clip(a, 0, 6),
+    "sigmoid": lambda a, **_: 1 / (1 + np.exp(-a)),
+    "tanh": lambda a, **_: np.tanh(a),
+    "gelu": _gelu,
+    "add": lambda a, b, **_: a + b,
+    "add_relu": lambda a, b, **_: np.maximum(a + b, 0),
+    "mul": lambda a, b, **_: a * b,
+    "div": lambda a, b, **_: a / b,
+    "sharpen": lambda c, bl, **_: 2 * c - bl,
+    "harris_response": lambda a, c, d, **_: a * c - d * d - 0.04 * (a + c) ** 2,
+}
+
+
+def evaluate_ops(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    values: dict[str, np.ndarray] = {k: v.astype(np.float64) for k, v in inputs.items()}
+    for rec in p.ops:
+        values[rec.output] = _apply(rec, values)
+    return {o: values[o] for o in p.outputs}
+
+
+def _apply(rec: OpRecord, values: dict[str, np.ndarray]) -> np.ndarray:
+    fn = OP_REFS.get(rec.op)
+    if fn is None:
+        raise ValueError(f"no reference for operator {rec.op!r} (output {rec.output!r})")
+    return np.asarray(fn(*[values[i] for i in rec.inputs], **rec.attrs), dtype=np.float64)
+
+
+def reference(p: Pipeline, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """Reference outputs and the name of the method used."""
+    if p.ops and all(o in {r.output for r in p.ops} for o in p.outputs):
+        return evaluate_ops(p, inputs), "operator reference (numpy/torch, float64)"
+    return interpret(p, inputs), "IR interpreter (numpy, float64)"
+
+
+@dataclass
+class Verification:
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    message: str
+    method: str
+
+
+def verify(p: Pipeline, outs: dict[str, np.ndarray], refs: dict[str, np.ndarray], method: str) -> Verification:
+    worst_abs, worst_rel, problems = 0.0, 0.0, []
+    for name in p.outputs:
+        out, ref = outs[name].astype(np.float64), refs[name]
+        if out.shape != ref.shape:
+            problems.append(f"{name}: shape {out.shape} != reference {ref.shape}")
+            continue
+        if not np.isfinite(out).all() and np.isfinite(ref).all():
+            problems.append(f"{name}: output has {int((~np.isfinite(out)).sum())} non-finite values")
+            continue
+        err = np.abs(out - ref)
+        tol = ATOL_SCALE * max(float(np.abs(ref).max()), 1e-30) + RTOL * np.abs(ref)
+        worst_abs = max(worst_abs, float(err.max()))
+        worst_rel = max(worst_rel, float((err / np.maximum(np.abs(ref), 1e-30)).max()))
+        bad = err > tol
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            problems.append(f"{name}: {int(bad.sum())} of {bad.size} values outside tolerance, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}")
+    ok = not problems
+    msg = f"matches within {TOLERANCE_TEXT}" if ok else "; ".join(problems)
+    return Verification(ok, worst_abs, worst_rel, msg, method)

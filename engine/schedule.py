@@ -1,0 +1,321 @@
+"""Schedules: per stage, Halide-style directives for the pure and the update definition.
+
+A schedule is data: JSON that round-trips exactly, a stable hash, validation against a
+pipeline that names the stage and directive at fault, and export as Halide C++ / Python
+schedule source. A stage the schedule does not mention is computed at root, serially.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import loops as L
+from .ir import Pipeline, canonical_hash
+
+FORMAT_VERSION = 1
+COMPUTE_KINDS = ("compute_inline", "compute_root", "compute_at")
+STORE_KINDS = ("store_root", "store_at")
+LOOP_KINDS = ("split", "tile", "reorder", "fuse", "vectorize", "parallel", "unroll")
+# Required arguments and their types per directive kind; 'factor' is optional for the three markers.
+SPEC: dict[str, dict[str, type]] = {
+    "compute_inline": {},
+    "compute_root": {},
+    "compute_at": {"consumer": str, "loop": str},
+    "store_root": {},
+    "store_at": {"consumer": str, "loop": str},
+    "split": {"loop": str, "outer": str, "inner": str, "factor": int},
+    "tile": {"x": str, "y": str, "xo": str, "yo": str, "xi": str, "yi": str, "xf": int, "yf": int},
+    "reorder": {"loops": list},
+    "fuse": {"inner": str, "outer": str, "fused": str},
+    "vectorize": {"loop": str},
+    "parallel": {"loop": str},
+    "unroll": {"loop": str},
+}
+OPTIONAL = {"factor": int, "tail": str}
+
+
+class ScheduleError(ValueError):
+    """An invalid schedule: names the stage, the definition, the directive and what is wrong."""
+
+    def __init__(self, stage: str, message: str, directive: dict[str, Any] | None = None, index: int | None = None, update: bool = False):
+        self.stage, self.directive, self.index, self.update, self.reason = stage, directive, index, update, message
+        where = f"stage {stage!r}"
+        if directive is not None:
+            where += f"{' update' if update else ''} directive #{index} {format_directive(directive)}"
+        super().__init__(f"invalid schedule: {where}: {message}")
+
+
+def format_directive(d: dict[str, Any]) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in d.items() if k != "kind")
+    return f"{d.get('kind')}({args})"
+
+
+def check_directive(d: Any) -> None:
+    """Shape check of one directive; raises L.LoopError with what is wrong."""
+    if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
+        raise L.LoopError("a directive is an object with a 'kind'")
+    kind = d["kind"]
+    if kind not in SPEC:
+        raise L.LoopError(f"unknown directive kind {kind!r} (known: {', '.join(SPEC)})")
+    for arg, typ in SPEC[kind].items():
+        if arg not in d:
+            raise L.LoopError(f"missing argument {arg!r}")
+        if not isinstance(d[arg], typ) or isinstance(d[arg], bool):
+            raise L.LoopError(f"argument {arg!r} must be {typ.__name__}, got {d[arg]!r}")
+    for arg in d:
+        if arg != "kind" and arg not in SPEC[kind] and arg not in OPTIONAL:
+            raise L.LoopError(f"unexpected argument {arg!r}")
+    for arg in ("factor", "xf", "yf"):
+        if arg in d and d[arg] is not None:
+            L._factor(d[arg], arg)
+    if "tail" in d and d["tail"] not in L.TAILS:
+        raise L.LoopError(f"tail must be one of {L.TAILS}, got {d['tail']!r}")
+
+
+@dataclass
+class StageSchedule:
+    pure: list[dict[str, Any]] = field(default_factory=list)
+    update: list[dict[str, Any]] = field(default_factory=list)
+
+    def compute(self) -> dict[str, Any]:
+        """The stage's compute directive (the last one given wins, as in Halide)."""
+        found = [d for d in self.pure if d.get("kind") in COMPUTE_KINDS]
+        return found[-1] if found else {"kind": "compute_root"}
+
+    def store(self) -> dict[str, Any] | None:
+        found = [d for d in self.pure if d.get("kind") in STORE_KINDS]
+        return found[-1] if found else None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"pure": [dict(x) for x in self.pure]}
+        if self.update:
+            d["update"] = [dict(x) for x in self.update]
+        return d
+
+
+@dataclass
+class Schedule:
+    stages: dict[str, StageSchedule] = field(default_factory=dict)
+    name: str = ""
+
+    def of(self, stage: str) -> StageSchedule:
+        return self.stages.get(stage) or StageSchedule()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "name": self.name,
+            "stages": {k: v.to_json() for k, v in sorted(self.stages.items()) if v.pure or v.update},
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def content_hash(self) -> str:
+        body = self.to_json()
+        body.pop("name")
+        return canonical_hash(body)
+
+    @staticmethod
+    def from_json(d: Any) -> "Schedule":
+        if not isinstance(d, dict) or not isinstance(d.get("stages"), dict):
+            raise ScheduleError("?", "a schedule is a JSON object with a 'stages' object")
+        if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
+            raise ScheduleError("?", f"unsupported schedule format {d.get('format')!r}")
+        stages = {}
+        for name, sd in d["stages"].items():
+            if not isinstance(sd, dict) or not isinstance(sd.get("pure", []), list) or not isinstance(sd.get("update", []), list):
+                raise ScheduleError(name, "expected {'pure': [...], 'update': [...]}")
+            stages[name] = StageSchedule([dict(x) if isinstance(x, dict) else x for x in sd.get("pure", [])], [dict(x) if isinstance(x, dict) else x for x in sd.get("update", [])])
+        return Schedule(stages, str(d.get("name", "")))
+
+    @staticmethod
+    def loads(text: str) -> "Schedule":
+        try:
+            return Schedule.from_json(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise ScheduleError("?", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+# --- builder helpers for hand-written schedules ------------------------------------
+class S:
+    """Fluent helper: `S(sched, 'f').compute_at('g', 'x').vectorize('x', 8)`."""
+
+    def __init__(self, sched: Schedule, stage: str, update: bool = False) -> None:
+        self.sched, self.stage, self.is_update = sched, stage, update
+        st = sched.stages.setdefault(stage, StageSchedule())
+        self._list = st.update if update else st.pure
+
+    def update(self) -> "S":
+        return S(self.sched, self.stage, True)
+
+    def _add(self, kind: str, **args: Any) -> "S":
+        self._list.append({"kind": kind, **{k: v for k, v in args.items() if v is not None}})
+        return self
+
+    def compute_inline(self) -> "S":
+        return self._add("compute_inline")
+
+    def compute_root(self) -> "S":
+        return self._add("compute_root")
+
+    def compute_at(self, consumer: str, loop: str) -> "S":
+        return self._add("compute_at", consumer=consumer, loop=loop)
+
+    def store_root(self) -> "S":
+        return self._add("store_root")
+
+    def store_at(self, consumer: str, loop: str) -> "S":
+        return self._add("store_at", consumer=consumer, loop=loop)
+
+    def split(self, loop: str, outer: str, inner: str, factor: int, tail: str | None = None) -> "S":
+        return self._add("split", loop=loop, outer=outer, inner=inner, factor=factor, tail=tail)
+
+    def tile(self, x: str, y: str, xo: str, yo: str, xi: str, yi: str, xf: int, yf: int, tail: str | None = None) -> "S":
+        return self._add("tile", x=x, y=y, xo=xo, yo=yo, xi=xi, yi=yi, xf=xf, yf=yf, tail=tail)
+
+    def reorder(self, *loops: str) -> "S":
+        return self._add("reorder", loops=list(loops))
+
+    def fuse(self, inner: str, outer: str, fused: str) -> "S":
+        return self._add("fuse", inner=inner, outer=outer, fused=fused)
+
+    def vectorize(self, loop: str, factor: int | None = None) -> "S":
+        return self._add("vectorize", loop=loop, factor=factor)
+
+    def parallel(self, loop: str, factor: int | None = None) -> "S":
+        return self._add("parallel", loop=loop, factor=factor)
+
+    def unroll(self, loop: str, factor: int | None = None) -> "S":
+        return self._add("unroll", loop=loop, factor=factor)
+
+
+def default_schedule(p: Pipeline) -> Schedule:
+    """Everything computed at root, serial, in the declared loop order."""
+    return Schedule({s.name: StageSchedule([{"kind": "compute_root"}]) for s in p.stages}, "default")
+
+
+# --- validation ------------------------------------------------------------------------
+def definition_loops(p: Pipeline, sched: Schedule, stage: str, update: bool, extents: dict[str, int] | None = None) -> list[L.Loop]:
+    """Loops of one definition after its directives (raises ScheduleError)."""
+    s = p.stage(stage)
+    directives = sched.of(stage).update if update else sched.of(stage).pure
+    loops = L.initial_loops(s, update, extents)
+    for k, d in enumerate(directives):
+        try:
+            check_directive(d)
+            loops = L.apply(loops, d)
+        except L.LoopError as exc:
+            raise ScheduleError(stage, str(exc), d if isinstance(d, dict) else {"kind": repr(d)}, k, update) from None
+    return loops
+
+
+def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
+    """Loops of the stage's last definition: where compute_at of its producers lands."""
+    return definition_loops(p, sched, stage, p.stage(stage).is_reduction)
+
+
+def validate(p: Pipeline, sched: Schedule) -> None:
+    """Raise ScheduleError for anything wrong that can be seen without Halide."""
+    for name in sched.stages:
+        if name not in p.stage_map:
+            raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
+    for s in p.stages:
+        ss = sched.of(s.name)
+        definition_loops(p, sched, s.name, False)
+        if ss.update and not s.is_reduction:
+            raise ScheduleError(s.name, "has no update definition (it is not a reduction)", ss.update[0], 0, True)
+        if s.is_reduction:
+            definition_loops(p, sched, s.name, True)
+        for k, d in enumerate(ss.pure):
+            if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
+                _check_location(p, sched, s.name, d, k)
+
+
+def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any], k: int) -> None:
+    def fail(msg: str) -> None:
+        raise ScheduleError(stage, msg, d, k)
+
+    kind = d["kind"]
+    if stage in p.outputs and kind in ("compute_inline", "compute_at"):
+        fail("an output is always computed at root")
+    if kind == "compute_inline" and p.stage(stage).is_reduction:
+        fail("a reduction cannot be inlined (it has an update definition)")
+    if kind in ("compute_at", "store_at"):
+        consumer = d["consumer"]
+        if consumer not in p.stage_map:
+            fail(f"no such stage {consumer!r}")
+        if consumer not in p.downstream(stage):
+            fail(f"{consumer!r} does not consume {stage!r} (consumers: {', '.join(sorted(p.downstream(stage))) or 'none'})")
+        if sched.of(consumer).compute()["kind"] == "compute_inline":
+            fail(f"{consumer!r} is inlined, so it has no loops to compute at")
+        names = [lp.name for lp in final_loops(p, sched, consumer)]
+        if d["loop"] not in names:
+            fail(f"{consumer!r} has no loop {d['loop']!r} (its loops: {', '.join(names)})")
+    if kind in STORE_KINDS and sched.of(stage).compute()["kind"] == "compute_inline":
+        fail("an inlined stage has no storage to place")
+
+
+def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
+    """Halide schedule source for the pipeline's Funcs (C++ or Python)."""
+    validate(p, sched)
+    py = lang == "python"
+    lines: list[str] = []
+    new_vars: dict[str, bool] = {}
+    body: list[str] = []
+    for s in p.stages:
+        ss = sched.of(s.name)
+        for upd, directives in ((False, ss.pure), (True, ss.update)):
+            if not directives:
+                continue
+            head = f"{s.name}.update(0)" if upd else s.name
+            loops = L.initial_loops(s, upd)
+            calls = []
+            for d in directives:
+                target = d.get("loop", d.get("x", d.get("inner")))
+                rvar = any(lp.rvar for lp in loops if lp.name == target)
+                calls.append(_call_source(d, new_vars, rvar, py))
+                loops = L.apply(loops, d)
+            body.append(head + "".join(f".{c}" for c in calls) + ("" if py else ";"))
+    for v, is_r in sorted(new_vars.items()):
+        if py:
+            lines.append(f'{v} = hl.{"RVar" if is_r else "Var"}("{v}")')
+        else:
+            lines.append(f'{"RVar" if is_r else "Var"} {v}("{v}");')
+    return "\n".join(lines + body) + "\n"
+
+
+def _call_source(d: dict[str, Any], new_vars: dict[str, bool], rvar: bool, py: bool) -> str:
+    kind = d["kind"]
+    tail = d.get("tail")
+    tail_arg = f", {'hl.TailStrategy' if py else 'TailStrategy'}.{_camel(tail)}" if tail and tail != "auto" else ""
+    if kind in ("compute_at", "store_at"):
+        return f"{kind}({d['consumer']}, {d['loop']})"
+    if kind in ("compute_inline", "compute_root", "store_root"):
+        return f"{kind}()"
+    if kind == "split":
+        for v in (d["outer"], d["inner"]):
+            new_vars.setdefault(v, rvar)
+        return f"split({d['loop']}, {d['outer']}, {d['inner']}, {d['factor']}{tail_arg})"
+    if kind == "tile":
+        for v in (d["xo"], d["yo"], d["xi"], d["yi"]):
+            new_vars.setdefault(v, rvar)
+        return f"tile({d['x']}, {d['y']}, {d['xo']}, {d['yo']}, {d['xi']}, {d['yi']}, {d['xf']}, {d['yf']}{tail_arg})"
+    if kind == "reorder":
+        return f"reorder({', '.join(d['loops'])})" if not py else f"reorder([{', '.join(d['loops'])}])"
+    if kind == "fuse":
+        new_vars.setdefault(d["fused"], rvar)
+        return f"fuse({d['inner']}, {d['outer']}, {d['fused']})"
+    mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
+    if d.get("factor"):
+        inner = L.split_name(d["loop"], mk)
+        new_vars.setdefault(inner, rvar)
+        marked = d["loop"] if kind == "parallel" else inner
+        return f"split({d['loop']}, {d['loop']}, {inner}, {d['factor']}{tail_arg}).{kind}({marked})"
+    return f"{kind}({d['loop']})"
+
+
+def _camel(s: str) -> str:
+    return "".join(w.capitalize() for w in s.split("_"))
