@@ -304,3 +304,30 @@ def is_affine(e: Expr) -> bool:
     if isinstance(e, BinOp) and e.op == "*":
         return (isinstance(e.a, Const) and is_affine(e.b)) or (isinstance(e.b, Const) and is_affine(e.a))
     return False
+
+
+# --- Pretty printing ---------------------------------------------------------------------
+_PREC = {"or": 1, "and": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, "+": 4, "-": 4, "*": 5, "/": 5, "//": 5, "%": 5}
+
+
+def format_expr(e: Expr, prec: int = 0) -> str:
+    """Readable infix text, e.g. `max(conv(n, c, y, x), 0.0)`."""
+    if isinstance(e, Const):
+        return repr(e.value) if isinstance(e.value, int) else f"{e.value:.6g}" + ("" if "." in f"{e.value:.6g}" or "e" in f"{e.value:.6g}" else ".0")
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Access):
+        return f"{e.source}({', '.join(format_expr(i) for i in e.index)})"
+    if isinstance(e, BinOp):
+        if e.op in ("min", "max"):
+            return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+        p = _PREC[e.op]
+        text = f"{format_expr(e.a, p)} {e.op} {format_expr(e.b, p + 1)}"
+        return f"({text})" if p < prec else text
+    if isinstance(e, Call):
+        if e.fn == "neg":
+            return f"-{format_expr(e.args[0], 6)}"
+        return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
+    if isinstance(e, Select):
+        return f"select({format_expr(e.cond)}, {format_expr(e.then)}, {format_expr(e.other)})"
+    return repr(e)

@@ -215,7 +215,7 @@ def _halide_directive(stage: Any, d: dict[str, Any], vars_: dict[str, Any], loop
         xs = [_new_var(vars_, d[k], is_r[d[a]]) for k, a in (("xo", "x"), ("yo", "y"), ("xi", "x"), ("yi", "y"))]
         stage.tile(vars_[d["x"]], vars_[d["y"]], *xs, d["xf"], d["yf"], tail)
     elif kind == "reorder":
-        stage.reorder([vars_[n] for n in d["loops"]])
+        stage.reorder([hl.VarOrRVar(vars_[n]) for n in d["loops"]])
     elif kind == "fuse":
         fused = _new_var(vars_, d["fused"], is_r[d["inner"]])
         stage.fuse(vars_[d["inner"]], vars_[d["outer"]], fused)

@@ -34,6 +34,7 @@ SPEC: dict[str, dict[str, type]] = {
     "unroll": {"loop": str},
 }
 OPTIONAL = {"factor": int, "tail": str}
+_TYPE_WORDS = {int: "an integer", str: "a string (a name)", list: "a list of loop names"}
 
 
 class ScheduleError(ValueError):
@@ -63,7 +64,7 @@ def check_directive(d: Any) -> None:
         if arg not in d:
             raise L.LoopError(f"missing argument {arg!r}")
         if not isinstance(d[arg], typ) or isinstance(d[arg], bool):
-            raise L.LoopError(f"argument {arg!r} must be {typ.__name__}, got {d[arg]!r}")
+            raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {d[arg]!r}")
     for arg in d:
         if arg != "kind" and arg not in SPEC[kind] and arg not in OPTIONAL:
             raise L.LoopError(f"unexpected argument {arg!r}")

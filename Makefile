@@ -1,0 +1,27 @@
+# Two commands do all the set-up on a fresh machine (Python 3.11):
+#   make run    installs into .venv (first time only) and starts the app
+#   make test   installs into .venv (first time only) and runs the tests
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ARGS  ?=
+
+.PHONY: run test lint bench
+
+$(STAMP): pyproject.toml
+	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) main.py $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench: $(STAMP)
+	$(PY) main.py bench core

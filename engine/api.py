@@ -1,0 +1,88 @@
+"""The engine's public entry points used by the CLI and the app: load pipelines and
+schedules by name or file, and measure them through the runner and the database cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import zoo
+from .database import Database
+from .halide_backend import target_string
+from .ir import Pipeline, PipelineError
+from .measure import Job, Measurement, Runner
+from .schedule import Schedule, ScheduleError, default_schedule, validate
+
+
+class InputError(ValueError):
+    """A name or file the user gave that cannot be used; the message says why."""
+
+
+def load_pipeline(spec: str, size: str = "full") -> Pipeline:
+    """A zoo name, or a pipeline JSON file."""
+    if spec in zoo.ZOO:
+        return zoo.get(spec, size)
+    path = Path(spec)
+    if path.suffix == ".json" and path.exists():
+        try:
+            return Pipeline.from_json(json.loads(path.read_text()))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        except PipelineError as exc:
+            raise InputError(f"{path}: {exc}") from None
+    raise InputError(f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}) nor an existing .json file")
+
+
+def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
+    """'default', 'hand', or a schedule JSON file; validated against the pipeline."""
+    if spec in (None, "default"):
+        sched = default_schedule(p)
+    elif spec == "hand":
+        from .hand_schedules import hand_schedule  # noqa: PLC0415
+
+        try:
+            sched = hand_schedule(p)
+        except KeyError:
+            raise InputError(f"pipeline {p.name!r} has no hand-written schedule") from None
+        sched.name = "hand"
+    else:
+        path = Path(spec)
+        if not path.exists():
+            raise InputError(f"schedule {spec!r}: expected default, hand or an existing JSON file")
+        try:
+            sched = Schedule.loads(path.read_text())
+        except ScheduleError as exc:
+            raise InputError(f"{path}: {exc.reason}") from None
+        sched.name = sched.name or path.stem
+    validate(p, sched)
+    return sched
+
+
+def measure(
+    p: Pipeline,
+    sched: Schedule | None,
+    runner: Runner,
+    db: Database | None = None,
+    *,
+    autoscheduler: str | None = None,
+    force: bool = False,
+    **job_options: Any,
+) -> Measurement:
+    """Measure a schedule (or Halide's autoscheduler result); a stored verified measurement for
+    the same pipeline, schedule, target, host and threads is returned unless `force`."""
+    job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
+    key = job.schedule_key()
+    if db is not None and not force:
+        from .measure import host_fingerprint  # noqa: PLC0415
+
+        hit = db.lookup(p.content_hash(), key, target_string(), host_fingerprint(), runner.threads)
+        if hit is not None:
+            return hit
+    m = runner.run(job)
+    if db is not None:
+        db.put_pipeline(p.content_hash(), p.name, p.to_json())
+        if job.schedule is not None:
+            db.put_schedule(key, job.schedule)
+        db.record(m)
+    return m

@@ -1,0 +1,100 @@
+"""`bench core`: every zoo pipeline under the default schedule, the hand schedule and each
+of Halide's autoschedulers, measured in the same run on the same machine."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import time
+from typing import Any
+
+from . import api, zoo
+from .halide_backend import AUTOSCHEDULERS, target_string
+from .ir import Dim, Input, Pipeline, Stage
+from .expr import Access, Var
+from .measure import Measurement, Runner, host_fingerprint
+
+
+def _trivial() -> Pipeline:
+    """One element copied: its time is the runner's own per-run overhead."""
+    return Pipeline("overhead", [Input("a", (1,))], [Stage("out", (Dim("x", 1),), Access("a", (Var("x"),)))], ["out"])
+
+
+def _row(m: Measurement) -> dict[str, Any]:
+    if not m.ok:
+        return {"ok": False, "error_kind": m.error_kind, "error": m.error}
+    spread = m.round_medians_ms or [m.median_ms]
+    return {
+        "ok": True, "median_ms": m.median_ms, "min_ms": m.min_ms, "round_medians_ms": spread, "gflops": m.gflops,
+        "verified": m.verified, "compile_s": m.compile_s, "search_s": m.search_s,
+    }  # fmt: skip
+
+
+def bench_core(args: argparse.Namespace) -> dict[str, Any]:
+    names = args.pipelines.split(",") if args.pipelines else zoo.names()
+    autos = [] if args.autoschedulers == "none" else [a for a in args.autoschedulers.split(",") if a]
+    for a in autos:
+        if a not in AUTOSCHEDULERS:
+            raise ValueError(f"unknown autoscheduler {a!r}")
+    opts = {"min_time_s": args.min_time, "rounds": args.repeats, "timeout_s": 900.0, "profile": False}
+    results: dict[str, Any] = {}
+    t_start = time.time()
+    with Runner() as runner:
+        ov = api.measure(_trivial(), None, runner, None, min_time_s=0.3, rounds=args.repeats, verify=True)
+        overhead_ms = ov.median_ms or 0.0
+        for name in names:
+            p = zoo.get(name, args.size)
+            row: dict[str, Any] = {"gflop": p.flops() / 1e9, "stages": len(p.stages)}
+            for label, sched in (("default", api.load_schedule(p, "default")), ("hand", api.load_schedule(p, "hand"))):
+                row[label] = _row(api.measure(p, sched, runner, None, **opts))
+            for a in autos:
+                row[a] = _row(api.measure(p, None, runner, None, autoscheduler=a, **opts))
+            hand, base, adams = row["hand"], row["default"], row.get("Adams2019", {})
+            if hand.get("ok") and base.get("ok"):
+                row["hand_speedup_over_default"] = base["median_ms"] / hand["median_ms"]
+            if hand.get("ok") and adams.get("ok"):
+                row["hand_speedup_over_adams2019"] = adams["median_ms"] / hand["median_ms"]
+            results[name] = row
+    geo = [r["hand_speedup_over_adams2019"] for r in results.values() if "hand_speedup_over_adams2019" in r]
+    return {
+        "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
+        "size": args.size,
+        "repeats": args.repeats,
+        "runner_overhead_ms": overhead_ms,
+        "runner_overhead_pct_of_1ms": 100 * overhead_ms / 1.0,
+        "geomean_hand_speedup_over_adams2019": math.exp(sum(map(math.log, geo)) / len(geo)) if geo else None,
+        "wall_s": time.time() - t_start,
+        "pipelines": results,
+        "table": _table(results, autos, overhead_ms),
+    }
+
+
+def _fmt(cell: dict[str, Any]) -> str:
+    if not cell:
+        return "-"
+    if not cell.get("ok"):
+        return f"FAIL({cell.get('error_kind')})"
+    return f"{cell['median_ms']:.3f}"
+
+
+def _table(results: dict[str, Any], autos: list[str], overhead_ms: float) -> str:
+    cols = ["pipeline", "GFLOP", "default ms", "hand ms"] + [f"{a} ms" for a in autos] + ["hand GFLOP/s", "hand/default", "hand vs Adams2019"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for name, r in results.items():
+        hand = r["hand"]
+        cells = [name, f"{r['gflop']:.3f}", _fmt(r["default"]), _fmt(hand)] + [_fmt(r.get(a, {})) for a in autos]
+        cells.append(f"{hand['gflops']:.1f}" if hand.get("ok") else "-")
+        cells.append(f"{r['hand_speedup_over_default']:.1f}x" if "hand_speedup_over_default" in r else "-")
+        cells.append(f"{r['hand_speedup_over_adams2019']:.2f}x" if "hand_speedup_over_adams2019" in r else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    searches = [
+        f"{n}: " + ", ".join(f"{a} {r[a]['search_s']:.1f}s" for a in autos if r.get(a, {}).get("ok") and r[a].get("search_s") is not None)
+        for n, r in results.items()
+    ]
+    lines.append("")
+    lines.append(f"runner overhead per timed run: {overhead_ms * 1000:.1f} us ({100 * overhead_ms:.2f}% of a 1 ms kernel)")
+    if autos:
+        lines.append("autoscheduler search time: " + "; ".join(searches))
+    return "\n".join(lines)

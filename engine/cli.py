@@ -1,0 +1,194 @@
+"""Headless command line: `python main.py SUBCOMMAND [--json]`.
+
+Every subcommand prints one JSON object on stdout with --json. Errors print one line on
+stderr and exit with status 2; the database is only written after a job completes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from . import api, zoo
+from .database import Database
+from .halide_backend import AUTOSCHEDULERS, lowered_stmt
+from .ir import PipelineError
+from .loopnest import build as build_loopnest
+from .measure import Measurement, Runner, default_threads
+from .schedule import ScheduleError, to_source
+
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    """An error to report on one line, exit status 2."""
+
+
+def _common(sp: argparse.ArgumentParser, schedule: bool = True) -> None:
+    sp.add_argument("pipeline", help="a built-in pipeline name or a pipeline .json file")
+    sp.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size")
+    if schedule:
+        sp.add_argument("--schedule", default="default", help="default, hand, or a schedule .json file")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _measure_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
+    sp.add_argument("--no-db", action="store_true", help="neither read nor write the database")
+    sp.add_argument("--force", action="store_true", help="measure again even if a stored result exists")
+    sp.add_argument("--threads", type=int, default=None, help="Halide threads (default: all cores)")
+    sp.add_argument("--min-time", type=float, default=0.3, help="minimum total timed seconds")
+    sp.add_argument("--timeout", type=float, default=600.0, help="seconds before the job is killed")
+    sp.add_argument("--no-profile", action="store_true", help="skip the per-stage profile")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="schedule-explorer", description="Explore Halide schedules of pipelines.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("pipelines", help="list the built-in pipelines")
+    sp.add_argument("--json", action="store_true")
+    _common(sub.add_parser("show", help="pipeline, schedule and loop nest"))
+    sp = sub.add_parser("measure", help="compile, time and verify a schedule")
+    _common(sp)
+    _measure_opts(sp)
+    sp = sub.add_parser("autoschedule", help="run one of Halide's autoschedulers and measure its result")
+    _common(sp, schedule=False)
+    sp.add_argument("--with", dest="autoscheduler", choices=list(AUTOSCHEDULERS), default="Adams2019")
+    _measure_opts(sp)
+    sp = sub.add_parser("lower", help="Halide's lowered Stmt for a schedule")
+    _common(sp)
+    sp.add_argument("--html", help="also write the HTML Stmt to this file")
+    sp = sub.add_parser("export", help="the schedule as Halide C++ or Python source")
+    _common(sp)
+    sp.add_argument("--lang", choices=["cpp", "python"], default="cpp")
+    sp = sub.add_parser("bench", help="benchmarks")
+    bsub = sp.add_subparsers(dest="bench", required=True)
+    bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--size", choices=zoo.SIZES, default="full")
+    bp.add_argument("--pipelines", help="comma-separated subset of the zoo")
+    bp.add_argument("--autoschedulers", default=",".join(AUTOSCHEDULERS), help="comma-separated, or 'none'")
+    bp.add_argument("--repeats", type=int, default=3, help="measurements per variant (median of medians)")
+    bp.add_argument("--min-time", type=float, default=0.5)
+    bp.add_argument("--out", help="also write the JSON result to this file")
+    return ap
+
+
+def _print(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    print(json.dumps(obj, indent=2) if getattr(args, "json", False) else text)
+
+
+def cmd_pipelines(args: argparse.Namespace) -> int:
+    rows = []
+    for n in zoo.names():
+        p = zoo.get(n, "full")
+        rows.append({"name": n, "stages": len(p.stages), "description": p.description, "gflop": round(p.flops() / 1e9, 4)})
+    text = "\n".join(f"{r['name']:<16} {r['stages']:>3} stages  {r['description']}" for r in rows)
+    _print(args, {"pipelines": rows}, text)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    s = api.load_schedule(p, args.schedule)
+    nest = build_loopnest(p, s).render()
+    obj = {"pipeline": p.to_json(), "pipeline_hash": p.content_hash(), "schedule": s.to_json(), "schedule_hash": s.content_hash(), "loop_nest": nest}
+    _print(args, obj, f"# {p.name}: {p.description}\n# schedule {s.name or '?'} ({s.content_hash()})\n\n{nest}")
+    return 0
+
+
+def _runner_db(args: argparse.Namespace) -> tuple[Runner, Database | None]:
+    db = None if args.no_db else Database(args.db)
+    return Runner(args.threads), db
+
+
+def _job_opts(args: argparse.Namespace) -> dict[str, Any]:
+    return {"min_time_s": args.min_time, "timeout_s": args.timeout, "profile": not args.no_profile}
+
+
+def _report(args: argparse.Namespace, m: Measurement, extra: dict[str, Any]) -> int:
+    obj = {**extra, **m.to_json()}
+    if m.ok:
+        stages = ", ".join(f"{k} {v:.3f}" for k, v in m.stages.items())
+        text = (
+            f"{m.pipeline} [{extra.get('schedule')}]: median {m.median_ms:.3f} ms (min {m.min_ms:.3f}, IQR {m.iqr_ms:.3f}, {m.runs} runs), "
+            f"{m.gflops:.2f} GFLOP/s, compile {m.compile_s:.2f} s, verified ({m.verify_method}, max abs err {m.max_abs_err:.3g}), "
+            f"{m.threads} threads{' [cached]' if m.cached else ''}" + (f"\nper stage (ms, profiled): {stages}" if stages else "")
+        )
+        _print(args, obj, text)
+        return 0
+    if args.json:
+        print(json.dumps(obj, indent=2))
+    raise CliError(f"{m.error_kind}: {m.error}")
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    s = api.load_schedule(p, args.schedule)
+    runner, db = _runner_db(args)
+    with runner:
+        m = api.measure(p, s, runner, db, force=args.force, **_job_opts(args))
+    return _report(args, m, {"schedule": s.name or args.schedule, "size": args.size})
+
+
+def cmd_autoschedule(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    runner, db = _runner_db(args)
+    with runner:
+        m = api.measure(p, None, runner, db, autoscheduler=args.autoscheduler, force=args.force, **_job_opts(args))
+    return _report(args, m, {"schedule": args.autoscheduler, "size": args.size})
+
+
+def cmd_lower(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    s = api.load_schedule(p, args.schedule)
+    text = lowered_stmt(p, s)
+    if args.html:
+        Path(args.html).write_text(lowered_stmt(p, s, html=True))
+    _print(args, {"pipeline": p.name, "schedule_hash": s.content_hash(), "stmt": text, "html": args.html}, text)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    s = api.load_schedule(p, args.schedule)
+    src = to_source(p, s, args.lang)
+    _print(args, {"pipeline": p.name, "lang": args.lang, "source": src}, src)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
+
+    result = bench_core(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    _print(args, result, result["table"])
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "pipelines": cmd_pipelines,
+    "show": cmd_show,
+    "measure": cmd_measure,
+    "autoschedule": cmd_autoschedule,
+    "lower": cmd_lower,
+    "export": cmd_export,
+    "bench": cmd_bench,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args)
+    except (CliError, api.InputError, ScheduleError, PipelineError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+

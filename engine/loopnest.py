@@ -1,0 +1,207 @@
+"""The loop-nest model: a schedule applied to a pipeline, without Halide.
+
+It answers, for every stage: where it is computed and stored, the loops of each of its
+definitions (names, extents, kinds), the region computed per realization, how many
+realizations run, and the region of each producer needed per consumer iteration. It
+renders as pseudo-code. The GUI, the features and the teaching views all read this model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from . import expr as E
+from . import loops as L
+from .ir import Pipeline, access_box
+from .schedule import Schedule, definition_loops, validate
+
+KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
+
+
+@dataclass
+class Placement:
+    """Where and how much of one stage is computed."""
+
+    stage: str
+    compute: str  # "inline", "root" or "at"
+    at: tuple[str, str] | None = None  # (consumer, loop) for compute_at
+    store: tuple[str, str] | None = None  # (consumer, loop) for store_at; None = with compute
+    region: tuple[int, ...] = ()  # extent per dim computed per realization
+    realizations: int = 1
+    allocation: tuple[int, ...] = ()  # extent per dim of the buffer
+    loops: list[L.Loop] = field(default_factory=list)  # final definition's loops
+    pure_loops: list[L.Loop] = field(default_factory=list)
+    inlined_into: list[str] = field(default_factory=list)
+
+    @property
+    def points_per_realization(self) -> int:
+        return math.prod(self.region) if self.region else 0
+
+    @property
+    def points_total(self) -> int:
+        return self.points_per_realization * self.realizations
+
+
+@dataclass
+class Node:
+    """A pseudo-code tree node: a loop, a produce block, or a definition body."""
+
+    kind: str  # "produce", "loop" or "compute"
+    stage: str
+    label: str
+    children: list["Node"] = field(default_factory=list)
+
+
+@dataclass
+class LoopNest:
+    pipeline: Pipeline
+    schedule: Schedule
+    placements: dict[str, Placement]
+    roots: list[Node]
+
+    def render(self) -> str:
+        return self.render_with_spans()[0]
+
+    def render_with_spans(self) -> tuple[str, dict[str, tuple[int, int]]]:
+        """Pseudo-code text and, per stage, its [first, last] line (0-based) for highlighting."""
+        lines: list[str] = []
+        spans: dict[str, tuple[int, int]] = {}
+
+        def emit(n: Node, depth: int) -> None:
+            start = len(lines)
+            lines.append("  " * depth + n.label)
+            for c in n.children:
+                emit(c, depth + 1)
+            if n.kind == "produce":
+                spans[n.stage] = (start, len(lines) - 1)
+
+        for r in self.roots:
+            emit(r, 0)
+        inl = [s for s, pl in self.placements.items() if pl.compute == "inline"]
+        if inl:
+            lines.append("")
+            for s in inl:
+                spans[s] = (len(lines), len(lines))
+                lines.append(f"# {s} is inlined into {', '.join(self.placements[s].inlined_into) or 'its consumers'}")
+        return "\n".join(lines) + "\n", spans
+
+    def required_region(self, producer: str, consumer: str) -> tuple[int, ...]:
+        """Extent per dim of `producer` needed per iteration of `consumer`'s innermost loop
+        (through any inlined stages in between)."""
+        return _region_needed(self.pipeline, self.placements, producer, consumer, -1)
+
+
+def build(p: Pipeline, sched: Schedule) -> LoopNest:
+    validate(p, sched)
+    pl: dict[str, Placement] = {}
+    for s in p.stages:
+        c = sched.of(s.name).compute()
+        st = sched.of(s.name).store()
+        kind = {"compute_inline": "inline", "compute_root": "root", "compute_at": "at"}[c["kind"]]
+        pl[s.name] = Placement(
+            s.name, kind, (c["consumer"], c["loop"]) if kind == "at" else None,
+            (st["consumer"], st["loop"]) if st and st["kind"] == "store_at" else None,
+        )  # fmt: skip
+    for s in p.stages:  # who absorbs each inlined stage
+        for prod in p.producers(s.name):
+            if pl[prod].compute == "inline":
+                pl[prod].inlined_into.append(s.name)
+    # Consumers before producers: a compute_at region depends on the consumer's loops.
+    for name in reversed(list(nx.topological_sort(p.graph))):
+        if name not in pl:
+            continue
+        place = pl[name]
+        s = p.stage(name)
+        if place.compute == "root":
+            place.region, place.realizations = s.shape, 1
+        elif place.compute == "at":
+            cons, loop = place.at  # type: ignore[misc]
+            idx = [lp.name for lp in pl[cons].loops].index(loop)
+            place.region = _region_needed(p, pl, name, cons, idx)
+            place.realizations = pl[cons].realizations * math.prod(lp.extent for lp in pl[cons].loops[: idx + 1])
+        else:
+            continue
+        ext = {d.name: e for d, e in zip(s.dims, place.region)}
+        place.pure_loops = definition_loops(p, sched, name, False, ext)
+        place.loops = definition_loops(p, sched, name, True, ext) if s.is_reduction else place.pure_loops
+        place.allocation = place.region
+        if place.store is not None:
+            cons, loop = place.store
+            idx = [lp.name for lp in pl[cons].loops].index(loop)
+            place.allocation = _region_needed(p, pl, name, cons, idx)
+    nest = LoopNest(p, sched, pl, [])
+    nest.roots = [_produce(nest, n) for n in _topo(p) if pl[n].compute == "root"]
+    return nest
+
+
+def _topo(p: Pipeline) -> list[str]:
+    return [n for n in nx.topological_sort(p.graph) if n in p.stage_map]
+
+
+def _effective(p: Pipeline, pl: dict[str, Placement], e: E.Expr) -> E.Expr:
+    """Substitute inlined stages' definitions into an expression."""
+
+    def sub(n: E.Expr) -> E.Expr | None:
+        if isinstance(n, E.Access) and n.source in pl and pl[n.source].compute == "inline":
+            st = p.stage(n.source)
+            body = E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)})
+            return _effective(p, pl, body)
+        return None
+
+    return E.rebuild(e, sub)
+
+
+def _region_needed(p: Pipeline, pl: dict[str, Placement], producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
+    """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once."""
+    cs = p.stage(consumer)
+    cpl = pl[consumer]
+    loops = cpl.loops
+    inner = loops[loop_idx + 1 :] if loop_idx >= 0 else []
+    full = {d.name: e for d, e in zip(cs.dims, cpl.region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
+    span = {k: 1 for k in full}
+    for lp in inner:
+        for part in lp.parts:
+            span[part.dim] += (lp.extent - 1) * part.stride
+    ranges = {k: (0, min(span[k], full[k]) - 1) for k in full}
+    eff = type(cs)(cs.name, cs.dims, _effective(p, pl, cs.value), cs.rdom, _effective(p, pl, cs.update) if cs.update is not None else None, cs.reduce)
+    shape = p.shape_of(producer)
+    box = access_box(eff, producer, ranges, shape)
+    if not box:  # reached only through a stage computed inside this loop: assume all of it
+        return shape
+    return tuple(hi - lo + 1 for lo, hi in box)
+
+
+def _produce(nest: LoopNest, name: str) -> Node:
+    p, place = nest.pipeline, nest.placements[name]
+    s = p.stage(name)
+    where = "root" if place.compute == "root" else f"at {place.at[0]}.{place.at[1]}"  # type: ignore[index]
+    note = f"# {where}, region {'x'.join(map(str, place.region))}"
+    if place.realizations > 1:
+        note += f", {place.realizations} realizations"
+    if place.store is not None:
+        note += f", stored at {place.store[0]}.{place.store[1]} ({'x'.join(map(str, place.allocation))})"
+    node = Node("produce", name, f"produce {name}:  {note}")
+    args = ", ".join(d.name for d in s.dims)
+    node.children.append(_loops_node(nest, name, place.pure_loops, f"{name}({args}) = {E.format_expr(s.value)}"))
+    if s.is_reduction:
+        op = {"sum": "+=", "max": "max=", "min": "min="}[s.reduce]  # type: ignore[index]
+        node.children.append(_loops_node(nest, name, place.loops, f"{name}({args}) {op} {E.format_expr(s.update)}"))  # type: ignore[arg-type]
+    return node
+
+
+def _loops_node(nest: LoopNest, name: str, loops: list[L.Loop], body: str) -> Node:
+    """Nest `loops` outer -> inner; producers computed at a loop of this definition go inside it."""
+    final = loops is nest.placements[name].loops
+    inner: Node = Node("compute", name, body)
+    for lp in reversed(loops):
+        n = Node("loop", name, f"{KIND_PREFIX[lp.kind]} {lp.name} in [0, {lp.extent}):")
+        if final:
+            for prod in _topo(nest.pipeline):
+                if nest.placements[prod].compute == "at" and nest.placements[prod].at == (name, lp.name):
+                    n.children.append(_produce(nest, prod))
+        n.children.append(inner)
+        inner = n
+    return inner

@@ -1,0 +1,269 @@
+"""Measurement: compile and time in worker processes, verify against the reference.
+
+A `Runner` keeps a small pool of worker processes. Each job (plain JSON-able dict) is
+compiled, warmed up, timed until a minimum total time, verified against the independent
+reference, and optionally profiled per stage. A worker that crashes or runs past the
+job's timeout is killed and replaced; the job comes back as a failed `Measurement` with
+the reason. Nothing here imports Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+from .ir import Pipeline, canonical_hash
+from .schedule import Schedule, ScheduleError, validate
+
+ERROR_KINDS = ("invalid_schedule", "verification", "crash", "timeout", "error")
+
+
+@dataclass
+class Job:
+    """One thing to measure. `schedule` is schedule JSON, or None with `autoscheduler` set."""
+
+    pipeline: dict[str, Any]
+    schedule: dict[str, Any] | None = None
+    autoscheduler: str | None = None
+    min_time_s: float = 0.3
+    min_runs: int = 5
+    max_runs: int = 2000
+    warmup: int = 2
+    rounds: int = 1  # independent timing rounds; the result is the median of their medians
+    profile: bool = False
+    verify: bool = True
+    seed: int = 0
+    timeout_s: float = 300.0
+    fault: str | None = None  # tests inject "crash" or "hang" to exercise isolation
+
+    def schedule_key(self) -> str:
+        if self.autoscheduler:
+            return f"auto:{self.autoscheduler}"
+        return Schedule.from_json(self.schedule or {"stages": {}}).content_hash()
+
+
+@dataclass
+class Measurement:
+    pipeline: str
+    pipeline_hash: str
+    schedule_hash: str
+    ok: bool
+    verified: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    iqr_ms: float | None = None
+    round_medians_ms: list[float] = field(default_factory=list)
+    runs: int = 0
+    compile_s: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    verify_method: str = ""
+    tolerance: str = ""
+    threads: int = 0
+    target: str = ""
+    host: str = ""
+    gflops: float | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    search_s: float | None = None
+    schedule_source: str = ""
+    created: float = field(default_factory=time.time)
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Measurement":
+        known = {k: v for k, v in d.items() if k in Measurement.__dataclass_fields__}
+        return Measurement(**known)
+
+
+def default_threads() -> int:
+    return int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def host_fingerprint() -> str:
+    """CPU model, core count and architecture: measurements from other machines never mix."""
+    model = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model} x{os.cpu_count()} {platform.machine()}"
+
+
+def failed(job: Job, kind: str, message: str) -> Measurement:
+    p = job.pipeline
+    return Measurement(
+        str(p.get("name", "?")), _pipeline_hash(p), _safe_key(job), False, error=message, error_kind=kind,
+        threads=default_threads(), host=host_fingerprint(),
+    )  # fmt: skip
+
+
+def _pipeline_hash(d: dict[str, Any]) -> str:
+    try:
+        return Pipeline.from_json(d).content_hash()
+    except Exception:  # noqa: BLE001  # a malformed pipeline still gets a stable key
+        return canonical_hash(d)
+
+
+def _safe_key(job: Job) -> str:
+    try:
+        return job.schedule_key()
+    except ScheduleError:
+        return canonical_hash(job.schedule)
+
+
+# --- the parent side ---------------------------------------------------------------------
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class _Worker:
+    """A worker process speaking JSON lines over two pipes; its stderr goes to a temp file
+    so that a crash report can quote what it printed last."""
+
+    def __init__(self, threads: int) -> None:
+        job_r, self._job_w = os.pipe()
+        self._res_r, res_w = os.pipe()
+        self.stderr = tempfile.TemporaryFile(mode="w+b")
+        env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_PROJECT_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.worker", str(job_r), str(res_w), str(threads)],
+            pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr, env=env,
+        )  # fmt: skip
+        os.close(job_r)
+        os.close(res_w)
+        self._buf = b""
+
+    def send(self, obj: Any) -> None:
+        os.write(self._job_w, (json.dumps(obj) + "\n").encode())
+
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        """A complete result line if one arrives within `timeout`; raises EOFError if the pipe closed."""
+        while b"\n" not in self._buf:
+            ready, _, _ = select.select([self._res_r], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self._res_r, 1 << 20)
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def stderr_tail(self, n: int = 400) -> str:
+        self.stderr.seek(0, os.SEEK_END)
+        size = self.stderr.tell()
+        self.stderr.seek(max(0, size - n))
+        return " ".join(self.stderr.read().decode(errors="replace").split())
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(5)
+        for fd in (self._job_w, self._res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.stderr.close()
+
+
+class Runner:
+    """Runs jobs in an isolated worker process, one job at a time, reused across jobs."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or default_threads()
+        self._worker: _Worker | None = None
+
+    def _get(self) -> _Worker:
+        if self._worker is None or self._worker.proc.poll() is not None:
+            self._replace()
+            self._worker = _Worker(self.threads)
+        return self._worker
+
+    def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement:
+        """Measure one job. `should_cancel` is polled; a cancelled job kills its worker."""
+        try:
+            p = Pipeline.from_json(job.pipeline)
+            if job.schedule is not None:
+                validate(p, Schedule.from_json(job.schedule))
+        except ScheduleError as exc:
+            return failed(job, "invalid_schedule", str(exc))
+        except ValueError as exc:
+            return failed(job, "error", str(exc))
+        w = self._get()
+        try:
+            w.send(asdict(job))
+        except OSError:
+            self._replace()
+            w = self._get()
+            w.send(asdict(job))
+        deadline = time.monotonic() + job.timeout_s
+        while True:
+            if should_cancel is not None and should_cancel():
+                self._replace()
+                return failed(job, "error", "cancelled")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._replace()
+                return failed(job, "timeout", f"no result within the {job.timeout_s:g} s timeout; the worker was killed and replaced")
+            try:
+                got = w.poll(min(remaining, 0.1))
+                if got is not None:
+                    return Measurement.from_json(got)
+            except EOFError:
+                w.proc.wait(5)
+            if w.proc.poll() is not None:
+                code = w.proc.returncode
+                tail = w.stderr_tail()
+                self._replace()
+                why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+                return failed(job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else ""))
+
+    def run_many(self, jobs: Iterable[Job]) -> list[Measurement]:
+        return [self.run(j) for j in jobs]
+
+    def _replace(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+        self._worker = None
+
+    def close(self) -> None:
+        if self._worker is not None:
+            try:
+                self._worker.send(None)
+                self._worker.proc.wait(2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self._replace()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def summarize(times_s: list[float]) -> dict[str, float]:
+    ms = sorted(t * 1000 for t in times_s)
+    q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3
+    return {"median_ms": statistics.median(ms), "min_ms": ms[0], "max_ms": ms[-1], "iqr_ms": q[2] - q[0]}

@@ -1,0 +1,191 @@
+"""What a measurement worker process does with one job: compile, time, verify, profile.
+
+Runs inside the worker (engine/measure.py starts it); returns a Measurement, never raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import re
+import signal
+import statistics
+import tempfile
+import time
+import traceback
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from . import halide_backend as HB
+from . import reference as R
+from .ir import Pipeline
+from .measure import Job, Measurement, failed, host_fingerprint, summarize
+from .schedule import Schedule, ScheduleError
+
+_REF_CACHE: "OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]]" = OrderedDict()
+_PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
+
+
+def main(job_fd: int, result_fd: int, threads: int) -> None:
+    """Worker loop: one JSON job per line in, one JSON Measurement per line out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    with os.fdopen(job_fd, "r") as jobs, os.fdopen(result_fd, "w") as results:
+        for line in jobs:
+            body = json.loads(line)
+            if body is None:
+                return
+            results.write(json.dumps(execute(Job(**body), threads).to_json()) + "\n")
+            results.flush()
+
+
+def execute(job: Job, threads: int) -> Measurement:
+    try:
+        return _execute(job, threads)
+    except ScheduleError as exc:
+        return failed(job, "invalid_schedule", str(exc))
+    except Exception as exc:  # noqa: BLE001  # anything else is reported, never raised
+        tail = traceback.format_exc().strip().splitlines()[-1]
+        return failed(job, "error", f"{type(exc).__name__}: {exc} ({tail})")
+
+
+def _execute(job: Job, threads: int) -> Measurement:
+    if job.fault == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if job.fault == "hang":
+        while True:
+            time.sleep(1)
+    p = Pipeline.from_json(job.pipeline)
+    if job.autoscheduler:
+        low = HB.autoschedule(p, job.autoscheduler, threads)
+        sched_key = f"auto:{job.autoscheduler}"
+    else:
+        sched = Schedule.from_json(job.schedule or {"stages": {}})
+        low = HB.lower(p, sched)
+        sched_key = sched.content_hash()
+    compile_s = HB.compile_jit(low)
+    inputs, refs, method = _reference(p, job.seed, job.verify)
+    keep = HB.bind_inputs(low, inputs)
+    outs = HB.output_arrays(p)
+    run = HB.make_runner(low, outs)
+    for _ in range(max(1, job.warmup)):
+        run()
+    rounds = [_time(run, job) for _ in range(max(1, job.rounds))]
+    times = [t for r in rounds for t in r]
+    m = Measurement(
+        p.name, p.content_hash(), sched_key, True, compile_s=compile_s, threads=threads, target=HB.target_string(),
+        host=host_fingerprint(), runs=len(times), **summarize(times),
+    )  # fmt: skip
+    m.round_medians_ms = [summarize(r)["median_ms"] for r in rounds]
+    if len(rounds) > 1:
+        m.median_ms = statistics.median(m.round_medians_ms)
+    m.gflops = p.flops() / (m.median_ms * 1e6) if m.median_ms else None
+    if job.autoscheduler:
+        m.search_s, m.schedule_source = low.extra["search_s"], low.schedule_source
+    if job.verify:
+        v = R.verify(p, outs, refs, method)
+        m.verified, m.max_abs_err, m.max_rel_err, m.verify_method, m.tolerance = v.ok, v.max_abs_err, v.max_rel_err, method, R.TOLERANCE_TEXT
+        if not v.ok:
+            m.ok, m.error_kind, m.error = False, "verification", f"output does not match the reference: {v.message}"
+            return m
+    if job.profile:
+        HB.compile_jit(low, profile=True)
+        m.stages = _profile(p, run, m.median_ms or 0.0, job.min_time_s)
+    del keep
+    return m
+
+
+def _reference(p: Pipeline, seed: int, verify: bool) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]:
+    key = (p.content_hash(), seed)
+    if key in _REF_CACHE:
+        _REF_CACHE.move_to_end(key)
+        return _REF_CACHE[key]
+    inputs = R.make_inputs(p, seed)
+    if not verify:
+        return inputs, {}, ""
+    refs, method = R.reference(p, inputs)
+    _REF_CACHE[key] = (inputs, refs, method)
+    while len(_REF_CACHE) > 3:
+        _REF_CACHE.popitem(last=False)
+    return inputs, refs, method
+
+
+def _time(run: Callable[[], None], job: Job) -> list[float]:
+    times: list[float] = []
+    total = 0.0
+    clock = time.perf_counter
+    while len(times) < job.max_runs and (len(times) < job.min_runs or total < job.min_time_s):
+        t0 = clock()
+        run()
+        dt = clock() - t0
+        times.append(dt)
+        total += dt
+    return times
+
+
+_libc: Any = None
+
+
+def _fflush() -> None:
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None)
+        _libc.fflush(None)
+    except OSError:
+        pass
+
+
+def capture_fds(fn: Callable[[], Any]) -> str:
+    """Run fn with file descriptors 1 and 2 sent to a temp file (Halide's runtime prints
+    there directly, below Python's sys.stdout), and return what was written."""
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        _fflush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            fn()
+        finally:
+            _fflush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        tmp.seek(0)
+        return tmp.read().decode(errors="replace")
+
+
+def parse_profile(text: str, stage_names: list[str]) -> dict[str, float]:
+    """Sum per-Func milliseconds over all the profiler's reports in `text`."""
+    totals = {s: 0.0 for s in stage_names}
+    for line in text.splitlines():
+        m = _PROFILE_LINE.match(line)
+        if not m:
+            continue
+        name = m.group(1).split("$")[0]
+        if name in totals:
+            totals[name] += float(m.group(2))
+    return totals
+
+
+def _profile(p: Pipeline, run: Callable[[], None], median_ms: float, min_time_s: float) -> dict[str, float]:
+    """Per-stage ms: the profiler's shares of time, scaled to the unprofiled median."""
+    n = max(3, min(200, int(min_time_s * 1000 / max(median_ms, 1e-3))))
+
+    def runs() -> None:
+        for _ in range(n):
+            run()
+
+    totals = parse_profile(capture_fds(runs), [s.name for s in p.stages])
+    whole = sum(totals.values())
+    if whole <= 0:
+        return {}
+    return {k: median_ms * v / whole for k, v in totals.items()}
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,27 @@
+"""Schedule Explorer launcher: the desktop app by default, headless subcommands otherwise.
+
+    python main.py                     # the app, opening a built-in example
+    python main.py blur                # the app, opening a pipeline (zoo name or .json)
+    python main.py measure blur --json # headless; see `python main.py --help`
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from engine.cli import COMMANDS  # noqa: PLC0415  # keep `--help` and the GUI start light
+
+    if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help")):
+        from engine.cli import main as cli_main  # noqa: PLC0415
+
+        return cli_main(argv)
+    from app.main import run_app  # noqa: PLC0415
+
+    return run_app(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Schedules: JSON round-trip, hashing, source export, and one clear error for each invalid case."""
+
+import json
+
+import pytest
+
+from engine import halide_backend as HB
+from engine import zoo
+from engine.schedule import S, Schedule, ScheduleError, default_schedule, to_source, validate
+
+
+def blur_tiled() -> Schedule:
+    s = Schedule(name="tiled")
+    S(s, "blur_y").tile("x", "y", "xo", "yo", "xi", "yi", 32, 8).vectorize("xi", 8).parallel("yo")
+    S(s, "blur_x").compute_at("blur_y", "xo").vectorize("x", 8)
+    return s
+
+
+def test_json_round_trip_is_exact_and_hash_stable():
+    s = blur_tiled()
+    text = s.dumps()
+    t = Schedule.loads(text)
+    assert t.dumps() == text
+    assert t.content_hash() == s.content_hash()
+    t.name = "another name"
+    assert t.content_hash() == s.content_hash()
+    S(t, "blur_x").unroll("y")
+    assert t.content_hash() != s.content_hash()
+
+
+def test_default_schedule_is_all_root():
+    p = zoo.get("resnet_block", "small")
+    s = default_schedule(p)
+    assert all(s.of(st.name).compute() == {"kind": "compute_root"} for st in p.stages)
+    validate(p, s)
+
+
+def test_source_export_cpp_and_python():
+    p = zoo.get("blur", "small")
+    cpp = to_source(p, blur_tiled(), "cpp")
+    py = to_source(p, blur_tiled(), "python")
+    assert 'Var xo("xo");' in cpp
+    assert "blur_x.compute_at(blur_y, xo).split(x, x, x_v, 8).vectorize(x_v);" in cpp
+    assert 'xo = hl.Var("xo")' in py
+    assert "blur_y.tile(x, y, xo, yo, xi, yi, 32, 8)" in py
+    conv = zoo.get("conv_relu", "small")
+    s = Schedule()
+    S(s, "conv").update().split("rc", "rco", "rci", 4)
+    assert 'RVar rco("rco");' in to_source(conv, s, "cpp")
+
+
+def _sched(stage, directives, update=False):
+    return Schedule.from_json({"stages": {stage: {"update" if update else "pure": directives}}})
+
+
+INVALID = [
+    ("blur", "nostage", [{"kind": "compute_root"}], False, "no such stage"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "z", "outer": "zo", "inner": "zi", "factor": 4}], False, "no loop 'z'"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 0}], False, "positive"),
+    ("blur", "blur_y", [{"kind": "vectorize", "loop": "x", "factor": -8}], False, "positive"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 2.5}], False, "integer"),
+    ("blur", "blur_y", [{"kind": "twist", "loop": "x"}], False, "unknown directive kind"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "x"}], False, "missing argument"),
+    ("blur", "blur_x", [{"kind": "compute_at", "consumer": "blur_y", "loop": "w"}], False, "has no loop 'w'"),
+    ("harris", "Ix", [{"kind": "compute_at", "consumer": "Iyy", "loop": "y"}], False, "does not consume"),
+    ("blur", "blur_y", [{"kind": "compute_inline"}], False, "output is always computed at root"),
+    ("conv_relu", "conv", [{"kind": "compute_inline"}], False, "cannot be inlined"),
+    ("conv_relu", "conv", [{"kind": "vectorize", "loop": "rx"}], True, "race"),
+    ("conv_relu", "conv", [{"kind": "parallel", "loop": "rc"}], True, "race"),
+    ("blur", "blur_x", [{"kind": "vectorize", "loop": "x"}], True, "not a reduction"),
+    ("blur", "blur_y", [{"kind": "reorder", "loops": ["x", "x"]}], False, "twice"),
+    ("blur", "blur_y", [{"kind": "fuse", "inner": "y", "outer": "x", "fused": "f"}], False, "directly outside"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "x", "outer": "y", "inner": "xi", "factor": 4}], False, "already used"),
+]
+
+
+@pytest.mark.parametrize("pipe,stage,directives,update,fragment", INVALID)
+def test_invalid_schedules_raise_one_clear_error(pipe, stage, directives, update, fragment):
+    p = zoo.get(pipe, "small")
+    with pytest.raises(ScheduleError, match=fragment) as info:
+        validate(p, _sched(stage, directives, update))
+    assert f"stage {stage!r}" in str(info.value)
+    if stage != "nostage":
+        assert directives[0]["kind"] in str(info.value)
+
+
+def test_halide_rejection_becomes_schedule_error():
+    # Ix is read by Ixx and Ixy; computing it inside Ixx's loop leaves Ixy without it.
+    p = zoo.get("harris", "small")
+    s = Schedule()
+    S(s, "Ix").compute_at("Ixx", "y")
+    validate(p, s)  # the engine alone cannot see this one
+    with pytest.raises(ScheduleError, match="Halide rejected it") as info:
+        low = HB.lower(p, s)
+        HB.compile_jit(low)
+    assert "Ix" in str(info.value)
+
+
+def test_malformed_schedule_json():
+    with pytest.raises(ScheduleError, match="line 1"):
+        Schedule.loads('{"stages": ')
+    with pytest.raises(ScheduleError, match="'stages'"):
+        Schedule.from_json(json.loads("[1, 2]"))
