@@ -229,10 +229,15 @@ class Pipeline:
                 for a in E.accesses(ex):
                     if a.source not in names:
                         raise PipelineError(f"{where}: reads {a.source!r}, which is not an input or an earlier stage")
-                    if len(a.index) != len(self._shape_by_name(a.source)):
-                        raise PipelineError(
-                            f"{where}: reads {a.source!r} with {len(a.index)} indices, it has {len(self._shape_by_name(a.source))} dims"
-                        )
+                    shape = self._shape_by_name(a.source)
+                    if len(a.index) != len(shape):
+                        raise PipelineError(f"{where}: reads {a.source!r} with {len(a.index)} indices, it has {len(shape)} dims")
+                    for k, ix in enumerate(a.index):
+                        b = E.bounds(ix, s.ranges())
+                        if b is not None and (b[0] < 0 or b[1] > shape[k] - 1):
+                            raise PipelineError(
+                                f"{where}: reads {a.source!r} axis {k} at [{int(b[0])}, {int(b[1])}], outside its extent {shape[k]}"
+                            )
             names.add(s.name)
         if not self.outputs:
             raise PipelineError(f"pipeline {self.name!r} has no outputs")

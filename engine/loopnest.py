@@ -128,7 +128,9 @@ def build(p: Pipeline, sched: Schedule) -> LoopNest:
         place.pure_loops = definition_loops(p, sched, name, False, ext)
         place.loops = definition_loops(p, sched, name, True, ext) if s.is_reduction else place.pure_loops
         place.allocation = place.region
-        if place.store is not None:
+        if sched.of(name).store() == {"kind": "store_root"}:
+            place.allocation = s.shape
+        elif place.store is not None:
             cons, loop = place.store
             idx = [lp.name for lp in pl[cons].loops].index(loop)
             place.allocation = _region_needed(p, pl, name, cons, idx)
