@@ -1,8 +1,8 @@
 """Schedule Explorer launcher: the desktop app by default, headless subcommands otherwise.
 
-    python main.py                     # the app, opening a built-in example
-    python main.py blur                # the app, opening a pipeline (zoo name or .json)
-    python main.py measure blur --json # headless; see `python main.py --help`
+python main.py                     # the app, opening a built-in example
+python main.py blur                # the app, opening a pipeline (zoo name or .json)
+python main.py measure blur --json # headless; see `python main.py --help`
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from . import api, zoo
+from .expr import Access, Var
 from .halide_backend import AUTOSCHEDULERS, target_string
 from .ir import Dim, Input, Pipeline, Stage
-from .expr import Access, Var
 from .measure import Measurement, Runner, host_fingerprint
 
 
@@ -80,7 +80,9 @@ def _fmt(cell: dict[str, Any]) -> str:
 
 
 def _table(results: dict[str, Any], autos: list[str], overhead_ms: float) -> str:
-    cols = ["pipeline", "GFLOP", "default ms", "hand ms"] + [f"{a} ms" for a in autos] + ["hand GFLOP/s", "hand/default", "hand vs Adams2019"]
+    cols = (
+        ["pipeline", "GFLOP", "default ms", "hand ms"] + [f"{a} ms" for a in autos] + ["hand GFLOP/s", "hand/default", "hand vs Adams2019"]
+    )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for name, r in results.items():
         hand = r["hand"]

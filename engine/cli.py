@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import api, zoo
 from .database import Database
 from .halide_backend import AUTOSCHEDULERS, lowered_stmt
 from .ir import PipelineError
 from .loopnest import build as build_loopnest
-from .measure import Measurement, Runner, default_threads
+from .measure import Measurement, Runner
 from .schedule import ScheduleError, to_source
 
 EXIT_ERROR = 2
@@ -95,7 +96,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     p = api.load_pipeline(args.pipeline, args.size)
     s = api.load_schedule(p, args.schedule)
     nest = build_loopnest(p, s).render()
-    obj = {"pipeline": p.to_json(), "pipeline_hash": p.content_hash(), "schedule": s.to_json(), "schedule_hash": s.content_hash(), "loop_nest": nest}
+    obj = {
+        "pipeline": p.to_json(),
+        "pipeline_hash": p.content_hash(),
+        "schedule": s.to_json(),
+        "schedule_hash": s.content_hash(),
+        "loop_nest": nest,
+    }
     _print(args, obj, f"# {p.name}: {p.description}\n# schedule {s.name or '?'} ({s.content_hash()})\n\n{nest}")
     return 0
 
@@ -191,4 +198,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_ERROR
-

@@ -9,10 +9,11 @@ bounded by interval arithmetic for footprints.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Union
+from typing import Any
 
-Number = Union[int, float]
+Number = int | float
 
 # Operators with two operands; the integer ones are only legal in index expressions.
 BINARY_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "<", "<=", ">", ">=", "==", "!=", "and", "or")
@@ -26,41 +27,41 @@ FN_FLOPS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "abs
 class Expr:
     """Base of all expression nodes; arithmetic operators build new nodes."""
 
-    def _bin(self, op: str, other: Any, swap: bool = False) -> "Expr":
+    def _bin(self, op: str, other: Any, swap: bool = False) -> Expr:
         o = wrap(other)
         return BinOp(op, o, self) if swap else BinOp(op, self, o)
 
-    def __add__(self, o: Any) -> "Expr":
+    def __add__(self, o: Any) -> Expr:
         return self._bin("+", o)
 
-    def __radd__(self, o: Any) -> "Expr":
+    def __radd__(self, o: Any) -> Expr:
         return self._bin("+", o, True)
 
-    def __sub__(self, o: Any) -> "Expr":
+    def __sub__(self, o: Any) -> Expr:
         return self._bin("-", o)
 
-    def __rsub__(self, o: Any) -> "Expr":
+    def __rsub__(self, o: Any) -> Expr:
         return self._bin("-", o, True)
 
-    def __mul__(self, o: Any) -> "Expr":
+    def __mul__(self, o: Any) -> Expr:
         return self._bin("*", o)
 
-    def __rmul__(self, o: Any) -> "Expr":
+    def __rmul__(self, o: Any) -> Expr:
         return self._bin("*", o, True)
 
-    def __truediv__(self, o: Any) -> "Expr":
+    def __truediv__(self, o: Any) -> Expr:
         return self._bin("/", o)
 
-    def __rtruediv__(self, o: Any) -> "Expr":
+    def __rtruediv__(self, o: Any) -> Expr:
         return self._bin("/", o, True)
 
-    def __floordiv__(self, o: Any) -> "Expr":
+    def __floordiv__(self, o: Any) -> Expr:
         return self._bin("//", o)
 
-    def __mod__(self, o: Any) -> "Expr":
+    def __mod__(self, o: Any) -> Expr:
         return self._bin("%", o)
 
-    def __neg__(self) -> "Expr":
+    def __neg__(self) -> Expr:
         return Call("neg", (self,))
 
 
@@ -313,7 +314,11 @@ _PREC = {"or": 1, "and": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, 
 def format_expr(e: Expr, prec: int = 0) -> str:
     """Readable infix text, e.g. `max(conv(n, c, y, x), 0.0)`."""
     if isinstance(e, Const):
-        return repr(e.value) if isinstance(e.value, int) else f"{e.value:.6g}" + ("" if "." in f"{e.value:.6g}" or "e" in f"{e.value:.6g}" else ".0")
+        return (
+            repr(e.value)
+            if isinstance(e.value, int)
+            else f"{e.value:.6g}" + ("" if "." in f"{e.value:.6g}" or "e" in f"{e.value:.6g}" else ".0")
+        )
     if isinstance(e, Var):
         return e.name
     if isinstance(e, Access):

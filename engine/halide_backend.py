@@ -78,7 +78,8 @@ def define(p: Pipeline) -> Lowered:
                 env[d.name] = r[k]
             body = _as_float(_expr(s.update, env, funcs, params))
             cur = f[args]
-            f[args] = {"sum": lambda: cur + body, "max": lambda: hl.max(cur, body), "min": lambda: hl.min(cur, body)}[s.reduce]()
+            combine = {"sum": lambda a, b: a + b, "max": hl.max, "min": hl.min}[s.reduce]
+            f[args] = combine(cur, body)
         funcs[s.name] = f
     return Lowered(p, funcs, params, rdoms)
 

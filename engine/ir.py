@@ -109,7 +109,7 @@ class Stage:
         return d
 
     @staticmethod
-    def from_json(d: Any) -> "Stage":
+    def from_json(d: Any) -> Stage:
         if not isinstance(d, dict) or not isinstance(d.get("name"), str):
             raise PipelineError("stage: expected an object with a 'name'")
         name = d["name"]
@@ -139,7 +139,7 @@ class OpRecord:
         return {"op": self.op, "inputs": self.inputs, "output": self.output, "attrs": self.attrs}
 
     @staticmethod
-    def from_json(d: Any) -> "OpRecord":
+    def from_json(d: Any) -> OpRecord:
         return OpRecord(str(d["op"]), [str(x) for x in d["inputs"]], str(d["output"]), dict(d.get("attrs", {})))
 
 
@@ -280,14 +280,20 @@ class Pipeline:
         }
 
     @staticmethod
-    def from_json(d: Any) -> "Pipeline":
+    def from_json(d: Any) -> Pipeline:
         if not isinstance(d, dict):
             raise PipelineError("pipeline: expected a JSON object")
         if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
             raise PipelineError(f"pipeline: unsupported format version {d.get('format')!r}")
         try:
             inputs = [
-                Input(str(i["name"]), tuple(int(x) for x in i["shape"]), str(i.get("dtype", "float32")), float(i.get("low", -1.0)), float(i.get("high", 1.0)))
+                Input(
+                    str(i["name"]),
+                    tuple(int(x) for x in i["shape"]),
+                    str(i.get("dtype", "float32")),
+                    float(i.get("low", -1.0)),
+                    float(i.get("high", 1.0)),
+                )
                 for i in d["inputs"]
             ]
             stages = [Stage.from_json(s) for s in d["stages"]]
@@ -310,9 +316,7 @@ def canonical_hash(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def access_box(
-    s: Stage, source: str, ranges: dict[str, E.Interval], shape: tuple[int, ...]
-) -> tuple[tuple[int, int], ...]:
+def access_box(s: Stage, source: str, ranges: dict[str, E.Interval], shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """Union over all accesses of `s` to `source` of their index intervals, clipped to `shape`."""
     lo = [math.inf] * len(shape)
     hi = [-math.inf] * len(shape)
@@ -325,4 +329,4 @@ def access_box(
                 if b is None:  # data-dependent index: the whole axis
                     b = (0, shape[k] - 1)
                 lo[k], hi[k] = min(lo[k], b[0]), max(hi[k], b[1])
-    return tuple((int(max(0, l)), int(min(n - 1, h))) for l, h, n in zip(lo, hi, shape) if l != math.inf)
+    return tuple((int(max(0, a)), int(min(n - 1, b))) for a, b, n in zip(lo, hi, shape) if a != math.inf)

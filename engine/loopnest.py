@@ -52,7 +52,7 @@ class Node:
     kind: str  # "produce", "loop" or "compute"
     stage: str
     label: str
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
 
 
 @dataclass
@@ -168,7 +168,9 @@ def _region_needed(p: Pipeline, pl: dict[str, Placement], producer: str, consume
         for part in lp.parts:
             span[part.dim] += (lp.extent - 1) * part.stride
     ranges = {k: (0, min(span[k], full[k]) - 1) for k in full}
-    eff = type(cs)(cs.name, cs.dims, _effective(p, pl, cs.value), cs.rdom, _effective(p, pl, cs.update) if cs.update is not None else None, cs.reduce)
+    eff = type(cs)(
+        cs.name, cs.dims, _effective(p, pl, cs.value), cs.rdom, _effective(p, pl, cs.update) if cs.update is not None else None, cs.reduce
+    )
     shape = p.shape_of(producer)
     box = access_box(eff, producer, ranges, shape)
     if not box:  # reached only through a stage computed inside this loop: assume all of it

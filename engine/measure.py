@@ -19,9 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 from .ir import Pipeline, canonical_hash
 from .schedule import Schedule, ScheduleError, validate
@@ -87,7 +88,7 @@ class Measurement:
         return asdict(self)
 
     @staticmethod
-    def from_json(d: dict[str, Any]) -> "Measurement":
+    def from_json(d: dict[str, Any]) -> Measurement:
         known = {k: v for k, v in d.items() if k in Measurement.__dataclass_fields__}
         return Measurement(**known)
 
@@ -237,7 +238,9 @@ class Runner:
                 tail = w.stderr_tail()
                 self._replace()
                 why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
-                return failed(job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else ""))
+                return failed(
+                    job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else "")
+                )
 
     def run_many(self, jobs: Iterable[Job]) -> list[Measurement]:
         return [self.run(j) for j in jobs]
@@ -256,7 +259,7 @@ class Runner:
                 pass
             self._replace()
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -9,7 +9,8 @@ stage declaration is caught by verification instead of being trusted.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import expr as E
 from .expr import Access, Var, clamp, cmp, relu, select
@@ -80,7 +81,9 @@ class Builder:
         args = []
         for s in srcs:
             sh = self.shape(s)
-            idx = tuple(E.Const(0) if n == 1 and shape[len(shape) - len(sh) + k] != 1 else vs[len(shape) - len(sh) + k] for k, n in enumerate(sh))
+            idx = tuple(
+                E.Const(0) if n == 1 and shape[len(shape) - len(sh) + k] != 1 else vs[len(shape) - len(sh) + k] for k, n in enumerate(sh)
+            )
             args.append(Access(s, idx))
         self.stage(Stage(name, _dims(names, shape), E.wrap(fn(*args)), op=op))
         return self.record(op, srcs, name, **attrs)
@@ -158,9 +161,7 @@ class Builder:
         return self.record("pad", [src], name, pad=pad, value=value)
 
     # --- convolutions and pooling (NCHW) ----------------------------------------------
-    def conv2d(
-        self, name: str, src: str, weight: str, bias: str | None = None, stride: int = 1, pad: int = 0, groups: int = 1
-    ) -> str:
+    def conv2d(self, name: str, src: str, weight: str, bias: str | None = None, stride: int = 1, pad: int = 0, groups: int = 1) -> str:
         if pad:
             src = self.pad(f"{name}_pad", src, pad)
         n_, c_in, h, w = self.shape(src)
@@ -193,10 +194,14 @@ class Builder:
         ry, rx = Var("ry"), Var("rx")
         body = Access(src, (n, c, y * stride + ry, x * stride + rx))
         if kind == "max":
-            st = Stage(name, _dims("ncyx", (n_, c_, oh, ow)), E.Const(FLOAT_LOWEST), (Dim("ry", k), Dim("rx", k)), body, "max", op="maxpool")
+            st = Stage(
+                name, _dims("ncyx", (n_, c_, oh, ow)), E.Const(FLOAT_LOWEST), (Dim("ry", k), Dim("rx", k)), body, "max", op="maxpool"
+            )
             self.stage(st)
         else:
-            acc = self.stage(Stage(f"{name}_sum", _dims("ncyx", (n_, c_, oh, ow)), E.Const(0.0), (Dim("ry", k), Dim("rx", k)), body, "sum", op="avgpool"))
+            acc = self.stage(
+                Stage(f"{name}_sum", _dims("ncyx", (n_, c_, oh, ow)), E.Const(0.0), (Dim("ry", k), Dim("rx", k)), body, "sum", op="avgpool")
+            )
             self.stage(Stage(name, _dims("ncyx", (n_, c_, oh, ow)), Access(acc, (n, c, y, x)) * (1.0 / (k * k)), op="scale"))
         return self.record("pool2d", [src], name, kind=kind, k=k, stride=stride)
 
@@ -246,7 +251,9 @@ class Builder:
         vs = [Var(d.name) for d in names]
         last = Var("j") if len(shape) == 2 else Var("x")
         row = tuple(vs)
-        val = (Access(src, (*row, last)) - Access(mean, row)) * E.call("rsqrt", Access(var, row) + eps) * Access(gamma, (last,)) + Access(beta, (last,))
+        val = (Access(src, (*row, last)) - Access(mean, row)) * E.call("rsqrt", Access(var, row) + eps) * Access(gamma, (last,)) + Access(
+            beta, (last,)
+        )
         self.stage(Stage(name, _dims([d.name for d in names] + [last.name], shape), val, op="layernorm"))
         return self.record("layernorm", [src, gamma, beta], name, eps=eps)
 

@@ -9,8 +9,9 @@ the lowering and schedule but not the declaration; the result says which was use
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,9 @@ def _pad(a: np.ndarray, pad: int, value: float, **_: Any) -> np.ndarray:
 
 def _conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, stride: int = 1, groups: int = 1, **_: Any) -> np.ndarray:
     t = _torch()
-    out = t.nn.functional.conv2d(t.from_numpy(x), t.from_numpy(w), None if bias is None else t.from_numpy(bias), stride=stride, groups=groups)
+    out = t.nn.functional.conv2d(
+        t.from_numpy(x), t.from_numpy(w), None if bias is None else t.from_numpy(bias), stride=stride, groups=groups
+    )
     return out.numpy()
 
 
@@ -159,7 +162,9 @@ def verify(p: Pipeline, outs: dict[str, np.ndarray], refs: dict[str, np.ndarray]
         bad = err > tol
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
-            problems.append(f"{name}: {int(bad.sum())} of {bad.size} values outside tolerance, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}")
+            problems.append(
+                f"{name}: {int(bad.sum())} of {bad.size} values outside tolerance, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}"
+            )
     ok = not problems
     msg = f"matches within {TOLERANCE_TEXT}" if ok else "; ".join(problems)
     return Verification(ok, worst_abs, worst_rel, msg, method)

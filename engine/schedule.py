@@ -120,7 +120,7 @@ class Schedule:
         return canonical_hash(body)
 
     @staticmethod
-    def from_json(d: Any) -> "Schedule":
+    def from_json(d: Any) -> Schedule:
         if not isinstance(d, dict) or not isinstance(d.get("stages"), dict):
             raise ScheduleError("?", "a schedule is a JSON object with a 'stages' object")
         if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
@@ -129,11 +129,14 @@ class Schedule:
         for name, sd in d["stages"].items():
             if not isinstance(sd, dict) or not isinstance(sd.get("pure", []), list) or not isinstance(sd.get("update", []), list):
                 raise ScheduleError(name, "expected {'pure': [...], 'update': [...]}")
-            stages[name] = StageSchedule([dict(x) if isinstance(x, dict) else x for x in sd.get("pure", [])], [dict(x) if isinstance(x, dict) else x for x in sd.get("update", [])])
+            stages[name] = StageSchedule(
+                [dict(x) if isinstance(x, dict) else x for x in sd.get("pure", [])],
+                [dict(x) if isinstance(x, dict) else x for x in sd.get("update", [])],
+            )
         return Schedule(stages, str(d.get("name", "")))
 
     @staticmethod
-    def loads(text: str) -> "Schedule":
+    def loads(text: str) -> Schedule:
         try:
             return Schedule.from_json(json.loads(text))
         except json.JSONDecodeError as exc:
@@ -149,47 +152,47 @@ class S:
         st = sched.stages.setdefault(stage, StageSchedule())
         self._list = st.update if update else st.pure
 
-    def update(self) -> "S":
+    def update(self) -> S:
         return S(self.sched, self.stage, True)
 
-    def _add(self, kind: str, **args: Any) -> "S":
+    def _add(self, kind: str, **args: Any) -> S:
         self._list.append({"kind": kind, **{k: v for k, v in args.items() if v is not None}})
         return self
 
-    def compute_inline(self) -> "S":
+    def compute_inline(self) -> S:
         return self._add("compute_inline")
 
-    def compute_root(self) -> "S":
+    def compute_root(self) -> S:
         return self._add("compute_root")
 
-    def compute_at(self, consumer: str, loop: str) -> "S":
+    def compute_at(self, consumer: str, loop: str) -> S:
         return self._add("compute_at", consumer=consumer, loop=loop)
 
-    def store_root(self) -> "S":
+    def store_root(self) -> S:
         return self._add("store_root")
 
-    def store_at(self, consumer: str, loop: str) -> "S":
+    def store_at(self, consumer: str, loop: str) -> S:
         return self._add("store_at", consumer=consumer, loop=loop)
 
-    def split(self, loop: str, outer: str, inner: str, factor: int, tail: str | None = None) -> "S":
+    def split(self, loop: str, outer: str, inner: str, factor: int, tail: str | None = None) -> S:
         return self._add("split", loop=loop, outer=outer, inner=inner, factor=factor, tail=tail)
 
-    def tile(self, x: str, y: str, xo: str, yo: str, xi: str, yi: str, xf: int, yf: int, tail: str | None = None) -> "S":
+    def tile(self, x: str, y: str, xo: str, yo: str, xi: str, yi: str, xf: int, yf: int, tail: str | None = None) -> S:
         return self._add("tile", x=x, y=y, xo=xo, yo=yo, xi=xi, yi=yi, xf=xf, yf=yf, tail=tail)
 
-    def reorder(self, *loops: str) -> "S":
+    def reorder(self, *loops: str) -> S:
         return self._add("reorder", loops=list(loops))
 
-    def fuse(self, inner: str, outer: str, fused: str) -> "S":
+    def fuse(self, inner: str, outer: str, fused: str) -> S:
         return self._add("fuse", inner=inner, outer=outer, fused=fused)
 
-    def vectorize(self, loop: str, factor: int | None = None) -> "S":
+    def vectorize(self, loop: str, factor: int | None = None) -> S:
         return self._add("vectorize", loop=loop, factor=factor)
 
-    def parallel(self, loop: str, factor: int | None = None) -> "S":
+    def parallel(self, loop: str, factor: int | None = None) -> S:
         return self._add("parallel", loop=loop, factor=factor)
 
-    def unroll(self, loop: str, factor: int | None = None) -> "S":
+    def unroll(self, loop: str, factor: int | None = None) -> S:
         return self._add("unroll", loop=loop, factor=factor)
 
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import sys
 import re
 import signal
 import statistics
+import sys
 import tempfile
 import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from .ir import Pipeline
 from .measure import Job, Measurement, failed, host_fingerprint, summarize
 from .schedule import Schedule, ScheduleError
 
-_REF_CACHE: "OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]]" = OrderedDict()
+_REF_CACHE: OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]] = OrderedDict()
 _PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
 
 
@@ -87,7 +88,13 @@ def _execute(job: Job, threads: int) -> Measurement:
         m.search_s, m.schedule_source = low.extra["search_s"], low.schedule_source
     if job.verify:
         v = R.verify(p, outs, refs, method)
-        m.verified, m.max_abs_err, m.max_rel_err, m.verify_method, m.tolerance = v.ok, v.max_abs_err, v.max_rel_err, method, R.TOLERANCE_TEXT
+        m.verified, m.max_abs_err, m.max_rel_err, m.verify_method, m.tolerance = (
+            v.ok,
+            v.max_abs_err,
+            v.max_rel_err,
+            method,
+            R.TOLERANCE_TEXT,
+        )
         if not v.ok:
             m.ok, m.error_kind, m.error = False, "verification", f"output does not match the reference: {v.message}"
             return m

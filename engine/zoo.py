@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from .ir import Pipeline
 from .ops import FLOAT_LOWEST, Builder
@@ -179,7 +179,21 @@ def attention(size: str = "full") -> Pipeline:
 
 ZOO: dict[str, Callable[[str], Pipeline]] = {
     f.__name__: f
-    for f in (blur, unsharp, harris, conv_relu, depthwise_conv, maxpool, matmul, mlp, softmax, layernorm, resnet_block, mobilenet_block, attention)
+    for f in (
+        blur,
+        unsharp,
+        harris,
+        conv_relu,
+        depthwise_conv,
+        maxpool,
+        matmul,
+        mlp,
+        softmax,
+        layernorm,
+        resnet_block,
+        mobilenet_block,
+        attention,
+    )
 }
 
 

@@ -106,8 +106,8 @@ def test_bad_pipeline_files_exit_2(tmp_path):
     r = cli("measure", str(wrong), "--no-db", "--json", "--min-time", "0.02")
     assert r.returncode == 2 and "verification" in r.stderr
     assert json.loads(r.stdout)["verified"] is False
-    oob = {"inputs": [{"name": "a", "shape": [8]}], "outputs": ["out"],
-           "stages": [{"name": "out", "dims": [["x", 8]], "value": {"at": "a", "idx": [{"op": "+", "args": [{"var": "x"}, 100]}]}}]}  # fmt: skip
+    read = {"at": "a", "idx": [{"op": "+", "args": [{"var": "x"}, 100]}]}
+    oob = {"inputs": [{"name": "a", "shape": [8]}], "outputs": ["out"], "stages": [{"name": "out", "dims": [["x", 8]], "value": read}]}
     f = tmp_path / "oob.json"
     f.write_text(json.dumps(oob))
     r = cli("measure", str(f), "--no-db")

@@ -66,7 +66,9 @@ def test_loop_kinds_agree_with_halide():
     ours = loopnest.build(p, s)
     halide = capture_fds(lambda: HB.lower(p, s).hl_pipeline.print_loop_nest())
     for kind, word in (("parallel", "parallel"), ("vectorized", "vectorized"), ("unrolled", "unrolled")):
-        mine = sum(lp.kind == kind for pl in ours.placements.values() for lp in pl.loops + (pl.pure_loops if pl.loops is not pl.pure_loops else []))
+        mine = sum(
+            lp.kind == kind for pl in ours.placements.values() for lp in pl.loops + (pl.pure_loops if pl.loops is not pl.pure_loops else [])
+        )
         theirs = len(re.findall(rf"^\s*{word} ", halide, re.M))
         assert mine == theirs, (kind, mine, theirs, halide)
     conv = ours.placements["conv"]

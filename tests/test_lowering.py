@@ -38,7 +38,7 @@ CASES = {
     "vectorize_no_factor": lambda s: S(s, "blur_y").split("x", "xo", "xi", 8).vectorize("xi"),
     "compute_inline": lambda s: S(s, "blur_x").compute_inline(),
     "compute_at": lambda s: (S(s, "blur_y").split("y", "yo", "yi", 8), S(s, "blur_x").compute_at("blur_y", "yo").vectorize("x", 8)),
-    "store_root_sliding": lambda s: (S(s, "blur_x").store_root().compute_at("blur_y", "y")),
+    "store_root_sliding": lambda s: S(s, "blur_x").store_root().compute_at("blur_y", "y"),
     "store_at": lambda s: (S(s, "blur_y").split("y", "yo", "yi", 8), S(s, "blur_x").store_at("blur_y", "yo").compute_at("blur_y", "yi")),
 }
 
@@ -55,7 +55,9 @@ def test_update_definition_directives():
     S(s, "conv_pad").compute_inline()
     S(s, "relu").split("c", "co", "ci", 4).parallel("co")
     S(s, "conv").compute_at("relu", "co").vectorize("x", 8)
-    S(s, "conv").update().split("rc", "rco", "rci", 2).reorder("x", "c", "rx", "ry", "rci", "rco").vectorize("x", 8).unroll("rx").parallel("y")
+    S(s, "conv").update().split("rc", "rco", "rci", 2).reorder("x", "c", "rx", "ry", "rci", "rco").vectorize("x", 8).unroll("rx").parallel(
+        "y"
+    )
     run_verified(p, s)
 
 
