@@ -181,7 +181,8 @@ def parse_profile(text: str, stage_names: list[str]) -> dict[str, float]:
 
 def _profile(p: Pipeline, run: Callable[[], None], median_ms: float, min_time_s: float) -> dict[str, float]:
     """Per-stage ms: the profiler's shares of time, scaled to the unprofiled median."""
-    n = max(3, min(200, int(min_time_s * 1000 / max(median_ms, 1e-3))))
+    # The profiler samples about every millisecond: profile for at least 0.3 s in all.
+    n = max(3, min(5000, int(max(min_time_s, 0.3) * 1000 / max(median_ms, 1e-3))))
 
     def runs() -> None:
         for _ in range(n):

@@ -1,0 +1,1 @@
+"""Schedule Explorer's desktop app: thin Qt views over the headless engine (engine/)."""

@@ -1,0 +1,121 @@
+"""The open document: one pipeline, the schedule applied to it, and the loop nest derived
+from both. Views read it and redraw on `changed`; a later schedule editor and undo stack
+will change it through these same methods, so no view keeps its own copy of the state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from engine import api, zoo
+from engine.ir import Pipeline
+from engine.loopnest import LoopNest
+from engine.loopnest import build as build_loopnest
+from engine.schedule import Schedule, ScheduleError, to_source
+
+BUILTIN_SCHEDULES = ("default", "hand")
+
+
+def schedule_label(spec: str) -> str:
+    """Short name of a schedule spec for titles and combos: default, hand or the file's stem."""
+    return spec if spec in BUILTIN_SCHEDULES else Path(spec).stem
+
+
+def load_schedule(p: Pipeline, spec: str) -> Schedule:
+    """api.load_schedule with every failure turned into api.InputError, so callers can fall back."""
+    try:
+        return api.load_schedule(p, spec)
+    except api.InputError:
+        raise
+    except ScheduleError as exc:  # a schedule file written for another pipeline
+        raise api.InputError(f"{schedule_label(spec)}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  # engine/hand_schedules.py is still being written: a broken one must not stop the app
+        if spec != "hand":
+            raise
+        raise api.InputError(f"hand-written schedules are unavailable ({type(exc).__name__}: {exc})") from None
+
+
+class Document(QObject):
+    """Current pipeline + schedule. Emits `changed` after every successful change."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.pipeline: Pipeline | None = None
+        self.pipeline_spec = ""  # zoo name or pipeline .json path
+        self.size = "full"
+        self.schedule = Schedule()
+        self.schedule_spec = "default"  # "default", "hand" or a schedule .json path
+        self.loopnest: LoopNest | None = None
+        self.loopnest_text = ""
+        self.spans: dict[str, tuple[int, int]] = {}
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.pipeline_spec in zoo.ZOO
+
+    @property
+    def title(self) -> str:
+        if self.pipeline is None:
+            return ""
+        size = f" ({self.size})" if self.is_builtin else ""
+        return f"{self.pipeline.name}{size} · {schedule_label(self.schedule_spec)}"
+
+    def open(self, spec: str, size: str, schedule_spec: str) -> str | None:
+        """Load a pipeline (raises api.InputError) with `schedule_spec`, or with the default
+        schedule if that one does not apply; returns a note saying why when it fell back."""
+        p = api.load_pipeline(spec, size)
+        note = None
+        try:
+            sched = load_schedule(p, schedule_spec)
+        except api.InputError as exc:
+            if schedule_spec == "default":
+                raise
+            note = f"{exc}; showing the default schedule"
+            schedule_spec, sched = "default", load_schedule(p, "default")
+        self.pipeline, self.pipeline_spec, self.size = p, spec, size
+        self._apply(schedule_spec, sched)
+        return note
+
+    def set_schedule(self, spec: str) -> None:
+        """Switch the schedule of the current pipeline (raises api.InputError)."""
+        if self.pipeline is None:
+            raise api.InputError("no pipeline is open")
+        self._apply(spec, load_schedule(self.pipeline, spec))
+
+    def schedule_options(self, specs: list[str]) -> dict[str, str | None]:
+        """For each spec, None if it applies to the current pipeline, else the reason it does not."""
+        out: dict[str, str | None] = {}
+        for spec in specs:
+            try:
+                if self.pipeline is None:
+                    raise api.InputError("no pipeline is open")
+                load_schedule(self.pipeline, spec)
+                out[spec] = None
+            except api.InputError as exc:
+                out[spec] = str(exc)
+        return out
+
+    def source(self, lang: str) -> str:
+        """The schedule as Halide source, 'cpp' or 'python'."""
+        if self.pipeline is None:
+            return ""
+        return to_source(self.pipeline, self.schedule, lang)
+
+    def placement_text(self, stage: str) -> str:
+        """Where a stage is computed: root, inline, or at consumer.loop."""
+        if self.loopnest is None:
+            return ""
+        pl = self.loopnest.placements[stage]
+        if pl.compute == "at" and pl.at is not None:
+            return f"at {pl.at[0]}.{pl.at[1]}"
+        return pl.compute
+
+    def _apply(self, spec: str, sched: Schedule) -> None:
+        assert self.pipeline is not None
+        nest = build_loopnest(self.pipeline, sched)
+        self.schedule, self.schedule_spec, self.loopnest = sched, spec, nest
+        self.loopnest_text, self.spans = nest.render_with_spans()
+        self.changed.emit()

@@ -1,0 +1,108 @@
+"""Starting the desktop app: `python main.py [PIPELINE] [--size ...] [--schedule ...] [--screenshot PNG]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
+import engine
+from engine import api, zoo
+
+from .document import load_schedule
+from .main_window import MainWindow
+
+DEFAULT_PIPELINE = "blur"
+MEASURE_WAIT_MS = 300_000  # --measure with --screenshot: the longest wait for the result
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="schedule-explorer",
+        description="Explore Halide schedules of pipelines (desktop app). Headless commands: `python main.py --help`.",
+    )
+    ap.add_argument(
+        "pipeline",
+        nargs="?",
+        default=DEFAULT_PIPELINE,
+        help=f"a built-in pipeline name or a pipeline .json file (default: {DEFAULT_PIPELINE})",
+    )
+    ap.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size (default: full)")
+    ap.add_argument(
+        "--schedule", default=None, help="default, hand, or a schedule .json file (default: hand where one exists, else default)"
+    )
+    ap.add_argument(
+        "--measure", action="store_true", help="measure the schedule right after opening (with --screenshot: before the capture)"
+    )
+    ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
+    return ap
+
+
+def run_app(argv: list[str]) -> int:
+    """Start the app; returns the process exit status (2 for a pipeline or schedule that cannot be used)."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse has already printed
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
+
+    # Check what was named before any window exists, so mistakes read like the CLI's.
+    try:
+        p = api.load_pipeline(args.pipeline, args.size)
+        if args.schedule not in (None, "default", "hand"):
+            load_schedule(p, args.schedule)
+    except api.InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    if args.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # must precede the QApplication
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "schedule-explorer"])
+    app.setApplicationName("Schedule Explorer")
+    app.setOrganizationName("schedule-explorer")
+    app.setApplicationVersion(engine.__version__)
+
+    # A screenshot is a fixed picture: it neither reads nor writes the remembered layout.
+    window = MainWindow(size=args.size, persist_layout=not args.screenshot)
+    if not window.open_pipeline(args.pipeline, args.schedule):
+        window.close()
+        return 2
+    window.show()
+    if args.measure:
+        window.start_measurement()
+    if not args.screenshot:
+        _close_on_sigint(window)
+        return app.exec()
+    return _screenshot(app, window, args.screenshot, args.measure)
+
+
+def _screenshot(app: QApplication, window: MainWindow, path: str, wait_for_measurement: bool) -> int:
+    if wait_for_measurement and window.measure_service.busy:
+        loop = QEventLoop()
+        window.measure_service.busy_changed.connect(lambda busy: busy or loop.quit())
+        QTimer.singleShot(MEASURE_WAIT_MS, loop.quit)
+        loop.exec()
+    # Let layouts, docks and the chart settle before grabbing.
+    for _ in range(3):
+        app.processEvents()
+    ok = window.grab().save(path)
+    window.close()
+    window.deleteLater()
+    app.processEvents()
+    if not ok:
+        print(f"error: could not write {path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _close_on_sigint(window: MainWindow) -> None:
+    """Ctrl+C in the terminal closes the window (and so stops the measurement worker).
+    Python runs signal handlers only between bytecodes, so a timer wakes it regularly."""
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    timer = QTimer(window)
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
