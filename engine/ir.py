@@ -20,6 +20,7 @@ import networkx as nx
 from . import expr as E
 
 REDUCERS = ("sum", "max", "min")
+SOURCE_PATH_KEYS = ("model", "weights")
 FORMAT_VERSION = 1
 BYTES_PER_ELEMENT = 4  # every buffer is float32
 
@@ -36,13 +37,32 @@ class Dim:
 
 @dataclass(frozen=True)
 class Input:
-    """A float32 input; test data is drawn uniformly from [low, high)."""
+    """A float32 input. Test data is drawn uniformly from [low, high), except for a
+    `weight` of an imported model, whose values come from the pipeline's weights file."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str = "float32"
     low: float = -1.0
     high: float = 1.0
+    weight: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "low": self.low, "high": self.high}
+        if self.weight:
+            d["weight"] = True
+        return d
+
+    @staticmethod
+    def from_json(i: dict[str, Any]) -> "Input":
+        return Input(
+            str(i["name"]),
+            tuple(int(x) for x in i["shape"]),
+            str(i.get("dtype", "float32")),
+            float(i.get("low", -1.0)),
+            float(i.get("high", 1.0)),
+            bool(i.get("weight", False)),
+        )
 
     @property
     def size(self) -> int:
@@ -151,6 +171,9 @@ class Pipeline:
     outputs: list[str]
     description: str = ""
     ops: list[OpRecord] = field(default_factory=list)
+    # Where an imported pipeline came from, e.g. {"kind": "onnx", "model": path, "weights":
+    # npz path, "weights_sha256": ...}: the reference and the weight values are read from it.
+    source: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -273,10 +296,11 @@ class Pipeline:
             "format": FORMAT_VERSION,
             "name": self.name,
             "description": self.description,
-            "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype, "low": i.low, "high": i.high} for i in self.inputs],
+            "inputs": [i.to_json() for i in self.inputs],
             "stages": [s.to_json() for s in self.stages],
             "outputs": list(self.outputs),
             "ops": [o.to_json() for o in self.ops],
+            "source": dict(self.source),
         }
 
     @staticmethod
@@ -286,28 +310,22 @@ class Pipeline:
         if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
             raise PipelineError(f"pipeline: unsupported format version {d.get('format')!r}")
         try:
-            inputs = [
-                Input(
-                    str(i["name"]),
-                    tuple(int(x) for x in i["shape"]),
-                    str(i.get("dtype", "float32")),
-                    float(i.get("low", -1.0)),
-                    float(i.get("high", 1.0)),
-                )
-                for i in d["inputs"]
-            ]
+            inputs = [Input.from_json(i) for i in d["inputs"]]
             stages = [Stage.from_json(s) for s in d["stages"]]
             outputs = [str(o) for o in d["outputs"]]
             ops = [OpRecord.from_json(o) for o in d.get("ops", [])]
+            source = dict(d.get("source", {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise PipelineError(f"pipeline: missing or malformed field {exc}") from None
-        return Pipeline(str(d.get("name", "pipeline")), inputs, stages, outputs, str(d.get("description", "")), ops)
+        return Pipeline(str(d.get("name", "pipeline")), inputs, stages, outputs, str(d.get("description", "")), ops, source)
 
     def content_hash(self) -> str:
         """Hash of what is computed; name and description do not change it."""
         body = self.to_json()
         body.pop("name")
         body.pop("description")
+        # Files may move; their content (recorded as a digest) is what counts.
+        body["source"] = {k: v for k, v in self.source.items() if k not in SOURCE_PATH_KEYS}
         return canonical_hash(body)
 
 

@@ -23,9 +23,45 @@ ATOL_SCALE = 1e-4  # absolute slack, times the largest |reference| value of that
 TOLERANCE_TEXT = f"|out - ref| <= {ATOL_SCALE:g}*max|ref| + {RTOL:g}*|ref| (float64 reference)"
 
 
+def load_weights(p: Pipeline) -> dict[str, np.ndarray]:
+    """Arrays of an imported pipeline's weights file (npz, never unpickled): weights by input
+    name, and `input::NAME` / `output::NAME` for inputs and outputs recorded at import."""
+    path = p.source.get("weights")
+    if not path:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"pipeline {p.name!r}: cannot read its weights file {path}: {exc}") from None
+
+
 def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
+    """Weights from the weights file; recorded inputs when the import recorded some (their
+    reference outputs were recorded with them); otherwise uniform random data."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.uniform(i.low, i.high, size=i.shape).astype(np.float32) for i in p.inputs}
+    stored = load_weights(p)
+    out = {}
+    for i in p.inputs:
+        key = i.name if i.weight else f"input::{i.name}"
+        if key in stored:
+            out[i.name] = np.ascontiguousarray(stored[key], dtype=np.float32)
+        elif i.weight:
+            raise ValueError(f"pipeline {p.name!r}: weight {i.name!r} is missing from {p.source.get('weights')}")
+        else:
+            out[i.name] = rng.uniform(i.low, i.high, size=i.shape).astype(np.float32)
+    return out
+
+
+def _onnxruntime(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort  # noqa: PLC0415
+
+    names = p.source.get("input_names", {})  # IR input name -> ONNX graph input name
+    sess = ort.InferenceSession(p.source["model"], providers=["CPUExecutionProvider"])
+    feed = {names.get(i.name, i.name): inputs[i.name] for i in p.inputs if not i.weight}
+    outs = p.source.get("output_names", {})
+    got = sess.run([outs.get(o, o) for o in p.outputs], feed)
+    return {o: np.asarray(v, dtype=np.float64) for o, v in zip(p.outputs, got)}
 
 
 def _torch() -> Any:
@@ -131,6 +167,12 @@ def _apply(rec: OpRecord, values: dict[str, np.ndarray]) -> np.ndarray:
 
 def reference(p: Pipeline, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
     """Reference outputs and the name of the method used."""
+    kind = p.source.get("kind")
+    if kind == "onnx" and p.source.get("model"):
+        return _onnxruntime(p, inputs), "ONNX Runtime (CPU) on the original model"
+    stored = load_weights(p)
+    if all(f"output::{o}" in stored for o in p.outputs) and stored:
+        return {o: stored[f"output::{o}"].astype(np.float64) for o in p.outputs}, f"outputs recorded from {kind or 'the source'} at import"
     if p.ops and all(o in {r.output for r in p.ops} for o in p.outputs):
         return evaluate_ops(p, inputs), "operator reference (numpy/torch, float64)"
     return interpret(p, inputs), "IR interpreter (numpy, float64)"

@@ -112,3 +112,16 @@ def test_bad_pipeline_files_exit_2(tmp_path):
     f.write_text(json.dumps(oob))
     r = cli("measure", str(f), "--no-db")
     assert r.returncode == 2 and "outside its extent 8" in r.stderr
+
+
+def test_bench_core_runs_and_reports(tmp_path):
+    out = tmp_path / "bench.json"
+    r = cli("bench", "core", "--size", "small", "--pipelines", "blur", "--autoschedulers", "Mullapudi2016", "--repeats", "2",
+            "--min-time", "0.02", "--json", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    row = res["pipelines"]["blur"]
+    assert row["default"]["verified"] and row["hand"]["verified"] and row["Mullapudi2016"]["verified"]
+    assert len(row["hand"]["round_medians_ms"]) == 2
+    assert res["runner_overhead_ms"] > 0 and res["fma_peak_gflops"] > 0
+    assert "| blur |" in res["table"]
