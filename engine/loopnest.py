@@ -88,10 +88,20 @@ class LoopNest:
                 lines.append(f"# {s} is inlined into {', '.join(self.placements[s].inlined_into) or 'its consumers'}")
         return "\n".join(lines) + "\n", spans
 
-    def required_region(self, producer: str, consumer: str) -> tuple[int, ...]:
-        """Extent per dim of `producer` needed per iteration of `consumer`'s innermost loop
-        (through any inlined stages in between)."""
-        return _region_needed(self.pipeline, self.placements, producer, consumer, -1)
+    def required_region(self, producer: str, consumer: str, per: str = "iteration") -> tuple[int, ...]:
+        """Extent per dim of `producer` read by `consumer` (through inlined stages) per
+        iteration of the consumer's innermost loop, or per realization of the consumer."""
+        last = len(self.placements[consumer].loops) - 1
+        return _region_needed(self.pipeline, self.placements, producer, consumer, last if per == "iteration" else -1)
+
+    def effective_sources(self, stage: str) -> list[str]:
+        """Inputs and non-inlined stages that `stage` reads once inlined stages are substituted."""
+        s = self.pipeline.stage(stage)
+        seen: dict[str, None] = {}
+        for ex in s.exprs():
+            for a in E.accesses(_effective(self.pipeline, self.placements, ex)):
+                seen.setdefault(a.source, None)
+        return list(seen)
 
 
 def build(p: Pipeline, sched: Schedule) -> LoopNest:
@@ -157,25 +167,38 @@ def _effective(p: Pipeline, pl: dict[str, Placement], e: E.Expr) -> E.Expr:
 
 
 def _region_needed(p: Pipeline, pl: dict[str, Placement], producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
-    """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once."""
+    """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once:
+    by the consumer itself (through inlined stages) and by any stage computed at one of
+    those loops that reads the producer (whose own need is found the same way)."""
     cs = p.stage(consumer)
-    cpl = pl[consumer]
-    loops = cpl.loops
-    inner = loops[loop_idx + 1 :] if loop_idx >= 0 else []
-    full = {d.name: e for d, e in zip(cs.dims, cpl.region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
-    span = {k: 1 for k in full}
+    inner = pl[consumer].loops[loop_idx + 1 :]  # loop_idx -1: all of one realization
+    full = {d.name: e for d, e in zip(cs.dims, pl[consumer].region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
+    span = dict.fromkeys(full, 1)
     for lp in inner:
         for part in lp.parts:
             span[part.dim] += (lp.extent - 1) * part.stride
-    ranges = {k: (0, min(span[k], full[k]) - 1) for k in full}
-    eff = type(cs)(
-        cs.name, cs.dims, _effective(p, pl, cs.value), cs.rdom, _effective(p, pl, cs.update) if cs.update is not None else None, cs.reduce
-    )
     shape = p.shape_of(producer)
-    box = access_box(eff, producer, ranges, shape)
-    if not box:  # reached only through a stage computed inside this loop: assume all of it
+    boxes = [_box(p, pl, consumer, producer, {k: (0, min(span[k], full[k]) - 1) for k in full}, shape)]
+    names = [lp.name for lp in pl[consumer].loops]
+    downstream = p.downstream(producer)
+    for d, dpl in pl.items():
+        if d not in downstream or dpl.compute != "at" or dpl.at[0] != consumer or names.index(dpl.at[1]) < loop_idx:  # type: ignore[index]
+            continue
+        ds = p.stage(d)
+        ext = _region_needed(p, pl, d, consumer, loop_idx)
+        ranges = {dim.name: (0, e - 1) for dim, e in zip(ds.dims, ext)} | {r.name: (0, r.extent - 1) for r in ds.rdom}
+        boxes.append(_box(p, pl, d, producer, ranges, shape))
+    boxes = [b for b in boxes if b]
+    if not boxes:  # read only through stages placed elsewhere: assume all of it
         return shape
-    return tuple(hi - lo + 1 for lo, hi in box)
+    return tuple(max(b[k][1] for b in boxes) - min(b[k][0] for b in boxes) + 1 for k in range(len(shape)))
+
+
+def _box(p: Pipeline, pl: dict[str, Placement], stage: str, source: str, ranges: dict, shape: tuple[int, ...]) -> tuple:
+    s = p.stage(stage)
+    upd = _effective(p, pl, s.update) if s.update is not None else None
+    eff = type(s)(s.name, s.dims, _effective(p, pl, s.value), s.rdom, upd, s.reduce)
+    return access_box(eff, source, ranges, shape)
 
 
 def _produce(nest: LoopNest, name: str) -> Node:

@@ -1,0 +1,25 @@
+"""The cost-model interface and its plain record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..ir import Pipeline
+from ..schedule import Schedule
+
+
+@dataclass
+class Prediction:
+    """A predicted run time: never a measurement. `model` names what predicted it."""
+
+    model: str
+    total_ms: float
+    stages: dict[str, float] = field(default_factory=dict)
+    kind: str = "prediction"
+
+
+class CostModel(Protocol):
+    name: str
+
+    def predict(self, p: Pipeline, s: Schedule) -> Prediction: ...
