@@ -146,6 +146,10 @@ class _Worker:
         self._res_r, res_w = os.pipe()
         self.stderr = tempfile.TemporaryFile(mode="w+b")
         env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_PROJECT_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        # Keep freed buffers in the process: otherwise glibc returns large blocks to the OS
+        # and every run pays page faults for its root intermediates, which swamps the
+        # schedule's own cost (seen up to 5x) for every schedule and baseline alike.
+        env.update(MALLOC_MMAP_THRESHOLD_="1000000000", MALLOC_TRIM_THRESHOLD_="1000000000")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "engine.worker", str(job_r), str(res_w), str(threads)],
             pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr, env=env,

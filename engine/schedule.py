@@ -210,10 +210,36 @@ def definition_loops(p: Pipeline, sched: Schedule, stage: str, update: bool, ext
     for k, d in enumerate(directives):
         try:
             check_directive(d)
+            if stage in p.outputs and extents is None:
+                _check_output_tail(loops, d, update)
             loops = L.apply(loops, d)
         except L.LoopError as exc:
             raise ScheduleError(stage, str(exc), d if isinstance(d, dict) else {"kind": repr(d)}, k, update) from None
     return loops
+
+
+def _check_output_tail(loops: list[L.Loop], d: dict[str, Any], update: bool) -> None:
+    """Splits of an output that Halide accepts but that fail when the pipeline runs: an
+    update split that does not divide its extent is rounded up (writing past the buffer),
+    and a pure split larger than its extent is shifted inwards to before the buffer."""
+    pairs = [(d.get("loop"), d.get("factor"))] if d["kind"] in ("split", "vectorize", "parallel", "unroll") else []
+    if d["kind"] == "tile":
+        pairs = [(d["x"], d["xf"]), (d["y"], d["yf"])]
+    tail = d.get("tail", "auto")
+    for name, factor in pairs:
+        lp = next((x for x in loops if x.name == name), None)
+        if lp is None or not factor or lp.rvar or tail == "guard_with_if":
+            continue
+        if update and lp.extent % factor and tail in ("auto", "round_up"):
+            raise L.LoopError(
+                f"factor {factor} does not divide loop {name!r} (extent {lp.extent}) of an output's update; "
+                "the rounded-up tail would write past the output: use a dividing factor or tail='guard_with_if'"
+            )
+        if not update and factor > lp.extent and tail in ("auto", "shift_inwards"):
+            raise L.LoopError(
+                f"factor {factor} exceeds loop {name!r} (extent {lp.extent}) of an output; "
+                "use a factor up to the extent or tail='guard_with_if'"
+            )
 
 
 def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
@@ -294,7 +320,7 @@ def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
 def _call_source(d: dict[str, Any], new_vars: dict[str, bool], rvar: bool, py: bool) -> str:
     kind = d["kind"]
     tail = d.get("tail")
-    tail_arg = f", {'hl.TailStrategy' if py else 'TailStrategy'}.{_camel(tail)}" if tail and tail != "auto" else ""
+    tail_arg = f", {'hl.TailStrategy.' if py else 'TailStrategy::'}{_camel(tail)}" if tail and tail != "auto" else ""
     if kind in ("compute_at", "store_at"):
         return f"{kind}({d['consumer']}, {d['loop']})"
     if kind in ("compute_inline", "compute_root", "store_root"):

@@ -47,6 +47,9 @@ def test_source_export_cpp_and_python():
     s = Schedule()
     S(s, "conv").update().split("rc", "rco", "rci", 4)
     assert 'RVar rco("rco");' in to_source(conv, s, "cpp")
+    t = Schedule()
+    S(t, "blur_y").split("x", "xo", "xi", 8, tail="guard_with_if")
+    assert "TailStrategy::GuardWithIf" in to_source(p, t, "cpp") and "hl.TailStrategy.GuardWithIf" in to_source(p, t, "python")
 
 
 def _sched(stage, directives, update=False):
@@ -71,6 +74,8 @@ INVALID = [
     ("blur", "blur_y", [{"kind": "reorder", "loops": ["x", "x"]}], False, "twice"),
     ("blur", "blur_y", [{"kind": "fuse", "inner": "y", "outer": "x", "fused": "f"}], False, "directly outside"),
     ("blur", "blur_y", [{"kind": "split", "loop": "x", "outer": "y", "inner": "xi", "factor": 4}], False, "already used"),
+    ("depthwise_conv", "dwconv", [{"kind": "vectorize", "loop": "x", "factor": 6}], True, "does not divide"),
+    ("blur", "blur_y", [{"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 128}], False, "exceeds loop"),
 ]
 
 
