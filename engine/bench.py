@@ -7,6 +7,7 @@ import argparse
 import math
 import os
 import platform
+import sys
 import time
 from typing import Any
 
@@ -22,7 +23,9 @@ def _trivial() -> Pipeline:
     return Pipeline("overhead", [Input("a", (1,))], [Stage("out", (Dim("x", 1),), Access("a", (Var("x"),)))], ["out"])
 
 
-def _row(m: Measurement) -> dict[str, Any]:
+def _row(m: Measurement, what: str = "") -> dict[str, Any]:
+    # Progress on stderr: a full run takes tens of minutes.
+    print(f"[bench] {what}: " + (f"{m.median_ms:.3f} ms" if m.ok else f"FAILED {m.error_kind}: {m.error}"), file=sys.stderr, flush=True)
     if not m.ok:
         return {"ok": False, "error_kind": m.error_kind, "error": m.error}
     spread = m.round_medians_ms or [m.median_ms]
@@ -51,9 +54,9 @@ def bench_core(args: argparse.Namespace) -> dict[str, Any]:
             p = zoo.get(name, args.size)
             row: dict[str, Any] = {"gflop": p.flops() / 1e9, "stages": len(p.stages)}
             for label, sched in (("default", api.load_schedule(p, "default")), ("hand", api.load_schedule(p, "hand"))):
-                row[label] = _row(api.measure(p, sched, runner, None, **opts))
+                row[label] = _row(api.measure(p, sched, runner, None, **opts), f"{name} {label}")
             for a in autos:
-                row[a] = _row(api.measure(p, None, runner, None, autoscheduler=a, **opts))
+                row[a] = _row(api.measure(p, None, runner, None, autoscheduler=a, **opts), f"{name} {a}")
             hand, base, adams = row["hand"], row["default"], row.get("Adams2019", {})
             if hand.get("ok") and base.get("ok"):
                 row["hand_speedup_over_default"] = base["median_ms"] / hand["median_ms"]
