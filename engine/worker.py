@@ -28,6 +28,7 @@ from .measure import Job, Measurement, failed, host_fingerprint, summarize
 from .schedule import Schedule, ScheduleError
 
 _REF_CACHE: OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]] = OrderedDict()
+_COMPILED: OrderedDict[tuple[str, str], tuple[HB.Lowered, float]] = OrderedDict()
 _PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
 
 
@@ -60,14 +61,7 @@ def _execute(job: Job, threads: int) -> Measurement:
         while True:
             time.sleep(1)
     p = Pipeline.from_json(job.pipeline)
-    if job.autoscheduler:
-        low = HB.autoschedule(p, job.autoscheduler, threads)
-        sched_key = f"auto:{job.autoscheduler}"
-    else:
-        sched = Schedule.from_json(job.schedule or {"stages": {}})
-        low = HB.lower(p, sched)
-        sched_key = sched.content_hash()
-    compile_s = HB.compile_jit(low)
+    low, sched_key, compile_s = _compiled(p, job, threads)
     inputs, refs, method = _reference(p, job.seed, job.verify)
     keep = HB.bind_inputs(low, inputs)
     outs = HB.output_arrays(p)
@@ -103,6 +97,29 @@ def _execute(job: Job, threads: int) -> Measurement:
         m.stages = _profile(p, run, m.median_ms or 0.0, job.min_time_s)
     del keep
     return m
+
+
+def _compiled(p: Pipeline, job: Job, threads: int) -> tuple[HB.Lowered, str, float]:
+    """The compiled pipeline for this job, reused from an earlier job of this worker when
+    the pipeline and schedule are the same (so a benchmark can interleave variants in
+    rounds without re-running an autoscheduler's search or recompiling)."""
+    sched_key = f"auto:{job.autoscheduler}" if job.autoscheduler else Schedule.from_json(job.schedule or {"stages": {}}).content_hash()
+    key = (p.content_hash(), sched_key)
+    if key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        low, compile_s = _COMPILED[key]
+        if low.compiled_for != "plain":  # the last job profiled it
+            HB.compile_jit(low)
+        return low, sched_key, compile_s
+    if job.autoscheduler:
+        low = HB.autoschedule(p, job.autoscheduler, threads)
+    else:
+        low = HB.lower(p, Schedule.from_json(job.schedule or {"stages": {}}))
+    compile_s = HB.compile_jit(low)
+    _COMPILED[key] = (low, compile_s)
+    while len(_COMPILED) > 8:
+        _COMPILED.popitem(last=False)
+    return low, sched_key, compile_s
 
 
 def _reference(p: Pipeline, seed: int, verify: bool) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]:
