@@ -20,10 +20,17 @@ class InputError(ValueError):
 
 
 def load_pipeline(spec: str, size: str = "full") -> Pipeline:
-    """A zoo name, or a pipeline JSON file."""
+    """A zoo name, a pipeline JSON file, or an ONNX model (imported; weights cached)."""
     if spec in zoo.ZOO:
         return zoo.get(spec, size)
     path = Path(spec)
+    if path.suffix.lower() == ".onnx":
+        from .frontends import ModelImportError, import_onnx  # noqa: PLC0415  # onnx loads only when used
+
+        try:
+            return import_onnx(path).pipeline
+        except ModelImportError as exc:
+            raise InputError(str(exc)) from None
     if path.suffix == ".json" and path.exists():
         try:
             return Pipeline.from_json(json.loads(path.read_text()))
@@ -31,7 +38,7 @@ def load_pipeline(spec: str, size: str = "full") -> Pipeline:
             raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         except PipelineError as exc:
             raise InputError(f"{path}: {exc}") from None
-    raise InputError(f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}) nor an existing .json file")
+    raise InputError(f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}), an existing .json file nor an .onnx model")
 
 
 def load_schedule(p: Pipeline, spec: str | None) -> Schedule:

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import api, zoo
 from .database import Database
+from .frontends.common import ModelImportError
 from .halide_backend import AUTOSCHEDULERS, lowered_stmt
 from .ir import PipelineError
 from .loopnest import build as build_loopnest
@@ -29,7 +30,7 @@ class CliError(Exception):
 
 
 def _common(sp: argparse.ArgumentParser, schedule: bool = True) -> None:
-    sp.add_argument("pipeline", help="a built-in pipeline name or a pipeline .json file")
+    sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
     sp.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size")
     if schedule:
         sp.add_argument("--schedule", default="default", help="default, hand, or a schedule .json file")
@@ -65,6 +66,19 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("export", help="the schedule as Halide C++ or Python source")
     _common(sp)
     sp.add_argument("--lang", choices=["cpp", "python"], default="cpp")
+    sp = sub.add_parser(
+        "import",
+        help="import an ONNX model or a PyTorch module into a pipeline and report the mapping",
+        description="MODEL.onnx, or path/model.py:ClassName with --input-shape. A .py file is imported, which RUNS ITS CODE: "
+        "name only your own files. Its class is built without arguments and traced with torch.fx.",
+    )
+    sp.add_argument("model", help="MODEL.onnx, or path/to/model.py:ClassName (runs that file's code)")
+    sp.add_argument(
+        "--input-shape", action="append", default=[], help="PyTorch: an example input's shape, e.g. 1,3,224,224 (once per input)"
+    )
+    sp.add_argument("--weights-dir", help="where the weights .npz goes (default: the user cache directory)")
+    sp.add_argument("--out", help="also write the pipeline JSON to this file (then usable by show / measure / ...)")
+    sp.add_argument("--json", action="store_true")
     sp = sub.add_parser("bench", help="benchmarks")
     bsub = sp.add_subparsers(dest="bench", required=True)
     bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
@@ -167,6 +181,37 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from . import frontends  # noqa: PLC0415  # onnx / torch load only for this command
+
+    wdir = Path(args.weights_dir) if args.weights_dir else None
+    if args.model.lower().endswith(".onnx"):
+        if args.input_shape:
+            raise CliError("--input-shape is for PyTorch modules; an ONNX model's shapes are in the file")
+        res = frontends.import_onnx(args.model, wdir)
+    else:
+        if not args.input_shape:
+            raise CliError("a PyTorch module needs --input-shape (e.g. --input-shape 1,3,224,224), or give an .onnx file")
+        from .frontends.torch_import import example_inputs_for, load_module_from_file  # noqa: PLC0415
+
+        module = load_module_from_file(args.model)  # runs the named file's code: this command's purpose
+        res = frontends.import_torch(module, example_inputs_for(args.input_shape), weights_dir=wdir)
+    p = res.pipeline
+    if args.out:
+        Path(args.out).write_text(json.dumps(p.to_json(), indent=1))
+    obj = {**res.report.to_json(), "pipeline": p.name, "pipeline_hash": p.content_hash(), "source": p.source}
+    r = res.report
+    text = "\n".join(
+        [f"{p.name}: {r.stages} stages, {len(p.inputs) - len(r.inputs)} weight arrays, imported in {r.seconds:.2f} s"]
+        + [f"  input  {i['name']} {i['shape']}" for i in r.inputs]
+        + [f"  output {o['name']} {o['shape']}" for o in r.outputs]
+        + ["  mapped: " + ", ".join(f"{k} x{v}" for k, v in r.ops_mapped.items())]
+        + [f"  - {s}" for s in r.simplifications]
+    )
+    _print(args, obj, text)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
 
@@ -184,6 +229,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "autoschedule": cmd_autoschedule,
     "lower": cmd_lower,
     "export": cmd_export,
+    "import": cmd_import,
     "bench": cmd_bench,
 }
 
@@ -192,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
-    except (CliError, api.InputError, ScheduleError, PipelineError, OSError) as exc:
+    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -20,6 +20,11 @@ import networkx as nx
 from . import expr as E
 
 REDUCERS = ("sum", "max", "min")
+# Names a JIT-compiled Func must not take: they collide with C library symbols at link time.
+RESERVED_NAMES = frozenset(
+    "abs acos acosh asin asinh atan atan2 atanh cbrt ceil cos cosh erf exp exp2 expm1 fabs floor fma fmax fmin fmod "
+    "free hypot log log10 log1p log2 malloc memcpy memset pow printf round sin sinh sqrt tan tanh trunc".split()
+)
 SOURCE_PATH_KEYS = ("model", "weights")
 FORMAT_VERSION = 1
 BYTES_PER_ELEMENT = 4  # every buffer is float32
@@ -54,7 +59,7 @@ class Input:
         return d
 
     @staticmethod
-    def from_json(i: dict[str, Any]) -> "Input":
+    def from_json(i: dict[str, Any]) -> Input:
         return Input(
             str(i["name"]),
             tuple(int(x) for x in i["shape"]),
@@ -222,6 +227,9 @@ class Pipeline:
     # --- validation ------------------------------------------------------------
     def validate(self) -> None:
         names: set[str] = set()
+        for n in [i.name for i in self.inputs] + [s.name for s in self.stages]:
+            if not n.isidentifier() or n in RESERVED_NAMES:
+                raise PipelineError(f"name {n!r} cannot be used: names must be identifiers and not C library names like 'tanh'")
         for i in self.inputs:
             if i.name in names:
                 raise PipelineError(f"duplicate name {i.name!r}")

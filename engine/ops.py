@@ -4,13 +4,19 @@ Every call also records an `OpRecord` (the operator's name, inputs and attribute
 node of an ONNX graph). The stages are the operator's lowering; the records are what the
 independent reference (engine/reference.py) evaluates with numpy and torch, so a wrong
 stage declaration is caught by verification instead of being trusted.
+
+Views (`reshape`, `transpose`, `slice`, `expand`, `view`) add no stage: a consumer's reads
+of a view are rewritten into reads of its base tensor with composed, simplified indices.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from . import expr as E
 from .expr import Access, Var, clamp, cmp, relu, select
@@ -43,20 +49,34 @@ class Builder:
         self.stages: list[Stage] = []
         self.ops: list[OpRecord] = []
         self._shapes: dict[str, tuple[int, ...]] = {}
+        # Views: name -> (base tensor, index map); see `view`. Never stages.
+        self._views: dict[str, tuple[str, IndexMap]] = {}
+        self._quiet = 0  # > 0 while a composite operator builds its parts (one record for all)
 
     # --- plumbing ---------------------------------------------------------------------
     def shape(self, name: str) -> tuple[int, ...]:
         return self._shapes[name]
 
-    def input(self, name: str, shape: Sequence[int], low: float = -1.0, high: float = 1.0) -> str:
-        self.inputs.append(Input(name, tuple(int(s) for s in shape), "float32", low, high))
+    def input(self, name: str, shape: Sequence[int], low: float = -1.0, high: float = 1.0, weight: bool = False) -> str:
+        """A float32 input; `weight=True` marks a model weight (values from the weights file)."""
+        self.inputs.append(Input(name, tuple(int(s) for s in shape), "float32", low, high, weight))
         self._shapes[name] = tuple(int(s) for s in shape)
         return name
 
     def stage(self, stage: Stage) -> str:
+        if self._views:
+            stage = self._resolve_views(stage)
         self.stages.append(stage)
         self._shapes[stage.name] = stage.shape
         return stage.name
+
+    def fresh(self, base: str) -> str:
+        """`base`, or `base_2`, `base_3`...: a name no input, stage or view uses yet."""
+        name, k = base, 1
+        while name in self._shapes:
+            k += 1
+            name = f"{base}_{k}"
+        return name
 
     def names_like(self, src: str, rank: int) -> list[str]:
         """Dim names of stage `src` when it has this rank (so consumers share loop names)."""
@@ -66,7 +86,8 @@ class Builder:
         return dim_names(rank)
 
     def record(self, op: str, inputs: Sequence[str], output: str, **attrs: Any) -> str:
-        self.ops.append(OpRecord(op, list(inputs), output, attrs))
+        if not self._quiet:
+            self.ops.append(OpRecord(op, list(inputs), output, attrs))
         return output
 
     def build(self, outputs: Sequence[str]) -> Pipeline:
@@ -74,17 +95,11 @@ class Builder:
 
     # --- elementwise ----------------------------------------------------------------
     def pointwise(self, name: str, op: str, srcs: Sequence[str], fn: Any, **attrs: Any) -> str:
-        """out[i] = fn(*[src[i] broadcast]) for sources of the output's rank or lower (trailing-aligned)."""
-        shape = max((self.shape(s) for s in srcs), key=len)
+        """out[i] = fn(*[src[i] broadcast]) with numpy broadcasting (trailing-aligned, size-1 axes repeat)."""
+        shape = tuple(int(n) for n in np.broadcast_shapes(*(self.shape(s) for s in srcs)))
         names = self.names_like(srcs[0], len(shape))
         vs = _vars(names)
-        args = []
-        for s in srcs:
-            sh = self.shape(s)
-            idx = tuple(
-                E.Const(0) if n == 1 and shape[len(shape) - len(sh) + k] != 1 else vs[len(shape) - len(sh) + k] for k, n in enumerate(sh)
-            )
-            args.append(Access(s, idx))
+        args = [Access(s, broadcast_index(self.shape(s), shape, vs)) for s in srcs]
         self.stage(Stage(name, _dims(names, shape), E.wrap(fn(*args)), op=op))
         return self.record(op, srcs, name, **attrs)
 
@@ -270,6 +285,178 @@ class Builder:
         self.stage(Stage(name, _dims(row_names + [last], shape), val, op=op))
         return name
 
+    # --- views: index remapping instead of copy stages ------------------------------
+    def view(self, name: str, src: str, out_shape: Sequence[int], index_map: IndexMap, op: str, **attrs: Any) -> str:
+        """A tensor that is `src` read through `index_map` (view index -> `src` index). It adds
+        no stage: each consumer's access is rewritten to read the base tensor and simplified
+        when the consumer's stage is added, so reshapes and transposes cost no copy."""
+        base, inner = self._views.get(src, (src, None))
+        fn = index_map if inner is None else (lambda idx, f=inner, g=index_map: f(g(idx)))
+        self._views[name] = (base, fn)
+        self._shapes[name] = tuple(int(n) for n in out_shape)
+        return self.record(op, [src], name, **attrs)
+
+    def is_view(self, name: str) -> bool:
+        return name in self._views
+
+    def reshape(self, name: str, src: str, shape: Sequence[int]) -> str:
+        """Row-major reshape (also flatten, squeeze, unsqueeze) as a view: un/flatten with // and %."""
+        old, new = self.shape(src), tuple(int(n) for n in shape)
+        if math.prod(old) != math.prod(new):
+            raise ValueError(f"reshape {name}: cannot view {old} as {new}")
+        old_strides, new_strides = _strides(old), _strides(new)
+
+        def index_map(idx: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+            lin: E.Expr = E.Const(0)
+            for i, st in zip(idx, new_strides):
+                lin = lin + i * st
+            return tuple((lin // st) % n for st, n in zip(old_strides, old))
+
+        return self.view(name, src, new, index_map, "reshape", shape=list(new))
+
+    def transpose(self, name: str, src: str, perm: Sequence[int]) -> str:
+        """out axis k is src axis perm[k], as a view."""
+        old = self.shape(src)
+        perm = [int(p) % len(old) for p in perm]
+        if sorted(perm) != list(range(len(old))):
+            raise ValueError(f"transpose {name}: {perm} is not a permutation of {len(old)} axes")
+
+        def index_map(idx: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+            out: list[E.Expr] = [E.Const(0)] * len(idx)
+            for k, p in enumerate(perm):
+                out[p] = idx[k]
+            return tuple(out)
+
+        return self.view(name, src, [old[p] for p in perm], index_map, "transpose", perm=perm)
+
+    def slice(self, name: str, src: str, starts: Sequence[int], steps: Sequence[int], shape: Sequence[int]) -> str:
+        """out[i] = src[start + i * step] per axis (steps may be negative), as a view."""
+        st, sp = [int(v) for v in starts], [int(v) for v in steps]
+        for k, (a, b, n) in enumerate(zip(st, sp, shape)):
+            last = a + (int(n) - 1) * b
+            if min(a, last) < 0 or max(a, last) >= self.shape(src)[k]:
+                raise ValueError(f"slice {name}: axis {k} reads [{min(a, last)}, {max(a, last)}] of {self.shape(src)[k]}")
+        index_map = lambda idx: tuple(i * b + a if b != 1 else i + a for i, a, b in zip(idx, st, sp))
+        return self.view(name, src, shape, index_map, "slice", starts=st, steps=sp, shape=[int(n) for n in shape])
+
+    def expand(self, name: str, src: str, shape: Sequence[int]) -> str:
+        """numpy-style broadcast of `src` to `shape`, as a view."""
+        old, new = self.shape(src), tuple(int(n) for n in np.broadcast_shapes(self.shape(src), tuple(shape)))
+        return self.view(name, src, new, lambda idx: broadcast_index(old, new, idx), "expand", shape=list(new))
+
+    def materialize(self, name: str, src: str) -> str:
+        """A copy stage of `src` (a view, an input or a stage): what a pipeline output needs."""
+        return self.pointwise(name, "copy", [src], lambda v: v)
+
+    def _resolve_views(self, stage: Stage) -> Stage:
+        ranges = stage.ranges()
+
+        def fix(n: E.Expr) -> E.Expr | None:
+            if isinstance(n, Access) and n.source in self._views:
+                base, fn = self._views[n.source]
+                return Access(base, tuple(simplify_index(i, ranges) for i in fn(n.index)))
+            return None
+
+        upd = None if stage.update is None else E.rebuild(stage.update, fix)
+        return replace(stage, value=E.rebuild(stage.value, fix), update=upd)
+
+
+IndexMap = Callable[[tuple[E.Expr, ...]], tuple[E.Expr, ...]]
+
+
+def broadcast_index(src_shape: Sequence[int], out_shape: Sequence[int], idx: Sequence[E.Expr]) -> tuple[E.Expr, ...]:
+    """Index of a source broadcast (numpy rules) to `out_shape`: trailing-aligned, size-1 axes read 0."""
+    off = len(out_shape) - len(src_shape)
+    return tuple(E.Const(0) if n == 1 and out_shape[off + k] != 1 else idx[off + k] for k, n in enumerate(src_shape))
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= int(n)
+    return out[::-1]
+
 
 def _sq(e: E.Expr) -> E.Expr:
     return e * e
+
+
+# --- index simplification ------------------------------------------------------------
+# Views compose index maps into sums, floor divisions and remainders; simplified with the
+# loop variables' ranges, a reshape that splits or merges axes reads its base with plain
+# affine indices again (what Halide's bounds inference and vectorizer need).
+Linear = tuple[dict[E.Expr, int], int]
+
+
+def _linear(e: E.Expr) -> Linear:
+    """e as sum(coef * atom) + const; anything not + - * by a constant is an atom."""
+    if isinstance(e, E.Const) and isinstance(e.value, int):
+        return {}, e.value
+    if isinstance(e, E.BinOp) and e.op in ("+", "-"):
+        (ta, ca), (tb, cb) = _linear(e.a), _linear(e.b)
+        sign = 1 if e.op == "+" else -1
+        out = dict(ta)
+        for a, c in tb.items():
+            out[a] = out.get(a, 0) + sign * c
+        return {a: c for a, c in out.items() if c}, ca + sign * cb
+    if isinstance(e, E.BinOp) and e.op == "*":
+        for k, other in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, E.Const) and isinstance(k.value, int):
+                t, c = _linear(other)
+                return ({a: v * k.value for a, v in t.items() if v * k.value}, c * k.value)
+    return {e: 1}, 0
+
+
+def _from_linear(terms: dict[E.Expr, int], const: int) -> E.Expr:
+    out: E.Expr | None = None
+    for a, c in terms.items():
+        if out is None:
+            out = a if c == 1 else a * c
+        else:
+            out = out + a if c == 1 else out - a if c == -1 else out + a * c
+    if out is None:
+        return E.Const(const)
+    return out + const if const > 0 else out - (-const) if const < 0 else out
+
+
+def _span(terms: dict[E.Expr, int], const: int, ranges: dict[str, E.Interval]) -> E.Interval | None:
+    lo = hi = float(const)
+    for a, c in terms.items():
+        b = E.bounds(a, ranges)
+        if b is None:
+            return None
+        lo, hi = lo + min(c * b[0], c * b[1]), hi + max(c * b[0], c * b[1])
+    return lo, hi
+
+
+def simplify_index(e: E.Expr, ranges: dict[str, E.Interval]) -> E.Expr:
+    """Canonical affine form of an integer index, removing `// d` and `% d` where the ranges
+    prove them exact: (d*a + r) // d = a and (d*a + r) % d = r when 0 <= r < d."""
+
+    def fn(n: E.Expr) -> E.Expr | None:
+        if not (isinstance(n, E.BinOp) and n.op in ("//", "%") and isinstance(n.b, E.Const) and isinstance(n.b.value, int)):
+            return None
+        d = n.b.value
+        if d <= 0:
+            return None
+        terms, const = _linear(n.a)
+        if n.op == "//":
+            q = {a: c // d for a, c in terms.items() if c % d == 0}
+            rest = {a: c for a, c in terms.items() if c % d}
+            qc, rc = divmod(const, d)
+            span = _span(rest, rc, ranges)
+            if span is not None and span[0] >= 0 and span[1] < d:
+                return _from_linear(q, qc)
+            if not q and not qc:
+                return _from_linear(rest, rc) // d
+            return _from_linear(q, qc) + _from_linear(rest, rc) // d
+        rest = {a: c % d for a, c in terms.items() if c % d}
+        rc = const % d
+        span = _span(rest, rc, ranges)
+        if d == 1 or (span is not None and span[0] >= 0 and span[1] < d):
+            return _from_linear(rest, rc) if d > 1 else E.Const(0)
+        return _from_linear(rest, rc) % d
+
+    out = E.rebuild(e, fn)
+    return _from_linear(*_linear(out))

@@ -9,6 +9,7 @@ the lowering and schedule but not the declaration; the result says which was use
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,123 @@ def _gelu(x: np.ndarray, **_: Any) -> np.ndarray:
     return t.nn.functional.gelu(t.from_numpy(x)).numpy()
 
 
+# --- references of the N-d operators of imported models (engine/frontends/nd_ops.py) ------
+def _unary(a: np.ndarray, fn: str, **p: Any) -> np.ndarray:
+    t = _torch()
+    if fn in ("gelu", "gelu_tanh"):
+        return t.nn.functional.gelu(t.from_numpy(a), approximate="tanh" if fn == "gelu_tanh" else "none").numpy()
+    if fn == "erf":
+        return t.erf(t.from_numpy(a)).numpy()
+    table: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "relu": lambda x: np.maximum(x, 0), "relu6": lambda x: np.clip(x, 0, 6), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+        "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "neg": np.negative,
+        "reciprocal": lambda x: 1 / x, "silu": lambda x: x / (1 + np.exp(-x)), "softplus": lambda x: np.logaddexp(0, x),
+        "hardswish": lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+        "leaky_relu": lambda x: np.where(x > 0, x, x * p.get("alpha", 0.01)),
+        "elu": lambda x: np.where(x > 0, x, (np.exp(x) - 1) * p.get("alpha", 1.0)),
+        "hardsigmoid": lambda x: np.clip(x * p.get("alpha", 0.2) + p.get("beta", 0.5), 0, 1),
+        "clip": lambda x: np.clip(x, -np.inf if p.get("lo") is None else p["lo"], np.inf if p.get("hi") is None else p["hi"]),
+        "pow": lambda x: np.power(x, p["p"]),
+    }  # fmt: skip
+    return table[fn](a)
+
+
+def _binary(*xs: np.ndarray, fn: str, **consts: float) -> np.ndarray:
+    it = iter(xs)
+    a = consts["a"] if "a" in consts else next(it)
+    b = consts["b"] if "b" in consts else next(it)
+    return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum}[fn](a, b)
+
+
+def _nary(*xs: np.ndarray, fn: str, **_: Any) -> np.ndarray:
+    b = np.broadcast_arrays(*xs)
+    return {"sum": sum, "mean": lambda v: sum(v) / len(v), "max": lambda v: np.maximum.reduce(v), "min": lambda v: np.minimum.reduce(v)}[
+        fn
+    ](b)
+
+
+def _reduce(a: np.ndarray, axes: list[int], kind: str, keepdims: bool, **_: Any) -> np.ndarray:
+    return {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](a, axis=tuple(axes), keepdims=keepdims)
+
+
+def _softmax_nd(a: np.ndarray, axes: list[int], log: bool = False, **_: Any) -> np.ndarray:
+    z = a - a.max(axis=tuple(axes), keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=tuple(axes), keepdims=True))
+    return z - lse if log else np.exp(z - lse)
+
+
+def _layernorm_nd(x: np.ndarray, *gb: np.ndarray, axis: int, eps: float, gamma: bool, beta: bool, **_: Any) -> np.ndarray:
+    axes = tuple(range(axis, x.ndim))
+    out = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    it = iter(gb)
+    out = out * next(it) if gamma else out
+    return out + next(it) if beta else out
+
+
+def _pad_nd(a: np.ndarray, before: list[int], after: list[int], value: float, mode: str, **_: Any) -> np.ndarray:
+    crop = tuple(slice(max(0, -b), a.shape[k] - max(0, -e)) for k, (b, e) in enumerate(zip(before, after)))
+    widths = [(max(0, b), max(0, e)) for b, e in zip(before, after)]
+    return np.pad(a[crop], widths, mode=mode, **({"constant_values": value} if mode == "constant" else {}))
+
+
+def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides: list, pads: list, dilations: list, groups: int, **_: Any):
+    t = _torch()
+    xp = np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+    out = t.nn.functional.conv2d(t.from_numpy(xp), t.from_numpy(w), None, stride=strides, dilation=dilations, groups=groups).numpy()
+    return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+def _conv_transpose(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides, pads, dilations, groups, output_padding, **_: Any
+):
+    t = _torch()
+    full = t.nn.functional.conv_transpose2d(
+        t.from_numpy(x), t.from_numpy(w), None, stride=strides, dilation=dilations, groups=groups
+    ).numpy()
+    full = np.pad(full, [(0, 0), (0, 0), (0, output_padding[0]), (0, output_padding[1])])
+    out = full[:, :, pads[0] : full.shape[2] - pads[2], pads[1] : full.shape[3] - pads[3]]
+    return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+def _pool_nd(x: np.ndarray, kind: str, kernel, strides, pads, dilations, ceil_mode: bool, count_include_pad: bool, **_: Any):
+    h, w = x.shape[2:]
+    outs = [_pool_out(n, kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a, n in enumerate((h, w))]
+    ends = [(outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 for a in range(2)]
+    widths = [(0, 0), (0, 0)] + [(pads[a], max(0, ends[a] - (x.shape[2 + a] + pads[a]))) for a in range(2)]
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, widths, constant_values=fill)
+    ones = np.ones((1, 1, h, w))
+    if count_include_pad:  # the padded input counts, ceil mode's extra border does not
+        ones = np.pad(ones, [(0, 0), (0, 0)] + [(pads[a], pads[2 + a]) for a in range(2)], constant_values=1.0)
+        widths = [(0, 0), (0, 0)] + [(0, max(0, ends[a] - ones.shape[2 + a])) for a in range(2)]
+    cnt = np.pad(ones, widths)
+    acc = np.full((*x.shape[:2], *outs), -np.inf if kind == "max" else 0.0)
+    n_in = np.zeros((1, 1, *outs))
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            ys = slice(ky * dilations[0], ky * dilations[0] + (outs[0] - 1) * strides[0] + 1, strides[0])
+            xs = slice(kx * dilations[1], kx * dilations[1] + (outs[1] - 1) * strides[1] + 1, strides[1])
+            acc = np.maximum(acc, xp[:, :, ys, xs]) if kind == "max" else acc + xp[:, :, ys, xs]
+            n_in = n_in + cnt[:, :, ys, xs]
+    return acc if kind == "max" else acc / n_in
+
+
+def _pool_out(n: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool) -> int:
+    span = n + p0 + p1 - d * (k - 1) - 1
+    out = (math.ceil(span / s) if ceil else span // s) + 1
+    return out - 1 if ceil and (out - 1) * s >= n + p0 else out  # a window must start inside
+
+
+def _matmul_nd(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 1.0, **_: Any):
+    out = alpha * np.matmul(a, b)
+    return out if c is None else out + beta * c
+
+
+def _slice(a: np.ndarray, starts: list, steps: list, shape: list, **_: Any) -> np.ndarray:
+    idx = np.ix_(*[s + np.arange(n) * st for s, st, n in zip(starts, steps, shape)])
+    return a[idx]
+
+
 OP_REFS: dict[str, Callable[..., np.ndarray]] = {
     "stencil": _stencil,
     "channel_mix": lambda a, weights, **_: sum(w * a[k] for k, w in enumerate(weights)),
@@ -148,6 +266,23 @@ OP_REFS: dict[str, Callable[..., np.ndarray]] = {
     "div": lambda a, b, **_: a / b,
     "sharpen": lambda c, bl, **_: 2 * c - bl,
     "harris_response": lambda a, c, d, **_: a * c - d * d - 0.04 * (a + c) ** 2,
+    "unary": _unary,
+    "binary": _binary,
+    "nary": _nary,
+    "reduce": _reduce,
+    "softmax_nd": _softmax_nd,
+    "layernorm_nd": _layernorm_nd,
+    "pad_nd": _pad_nd,
+    "concat": lambda *xs, axis, **_: np.concatenate(xs, axis=axis),
+    "gather": lambda a, axis, indices, **_: np.take(a, indices, axis=axis),
+    "conv": _conv,
+    "conv_transpose": _conv_transpose,
+    "pool_nd": _pool_nd,
+    "matmul_nd": _matmul_nd,
+    "reshape": lambda a, shape, **_: a.reshape(shape),
+    "transpose": lambda a, perm, **_: np.transpose(a, perm),
+    "slice": _slice,
+    "expand": lambda a, shape, **_: np.broadcast_to(a, shape),
 }
 
 

@@ -1,0 +1,198 @@
+"""Convolution and pooling (NCHW) for imported models: `NdBuilder` = `TensorOps` plus
+convolution with asymmetric pads, dilations and groups, transposed convolution, and
+pooling with ceil mode and both average-pool padding rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import expr as E
+from ..expr import Access, Var, clamp, cmp, select
+from ..ir import Dim, Stage
+from ..ops import FLOAT_LOWEST
+from .nd_ops import TensorOps, dims_of
+
+
+def pool_out_size(n: int, k: int, s: int, p0: int, p1: int, d: int = 1, ceil: bool = False) -> int:
+    """ONNX / PyTorch pooling output size; in ceil mode the last window must start inside."""
+    num = n + p0 + p1 - (d * (k - 1) + 1)
+    out = (-(-num // s) if ceil else num // s) + 1
+    if ceil and (out - 1) * s >= n + p0:
+        out -= 1
+    return out
+
+
+class NdBuilder(TensorOps):
+    """The operator library plus every N-d operator of imported models."""
+
+    # --- convolution and pooling (NCHW) --------------------------------------------------
+    def conv(
+        self,
+        name: str,
+        src: str,
+        weight: str,
+        bias: str | None = None,
+        strides: Sequence[int] = (1, 1),
+        pads: Sequence[int] = (0, 0, 0, 0),
+        dilations: Sequence[int] = (1, 1),
+        groups: int = 1,
+    ) -> str:
+        """2-D convolution; pads are (top, left, bottom, right) as in ONNX."""
+        inputs = [src, weight] + ([bias] if bias else [])
+        with self.composite():
+            x = src
+            if any(pads):
+                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, pads[0], pads[1]), (0, 0, pads[2], pads[3]))
+            n_, c_in, h, w = self.shape(x)
+            c_out, cg, kh, kw = self.shape(weight)
+            if c_in != cg * groups or c_out % groups:
+                raise ValueError(f"conv {name}: {c_in} input channels do not match weight {self.shape(weight)} with groups={groups}")
+            (sh, sw), (dh, dw) = strides, dilations
+            oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+            if oh <= 0 or ow <= 0:
+                raise ValueError(f"conv {name}: kernel larger than the padded input")
+            n, c, y, xv = (Var(v) for v in "ncyx")
+            ry, rx, rc = Var("ry"), Var("rx"), Var("rc")
+            yy = _affine(y, sh, ry, dh)
+            xx = _affine(xv, sw, rx, dw)
+            per_group = c_out // groups
+            if cg == 1:
+                cin: E.Expr = c if per_group == 1 else c // per_group
+                body = Access(x, (n, cin, yy, xx)) * Access(weight, (c, E.Const(0), ry, rx))
+                rdom: tuple[Dim, ...] = (Dim("ry", kh), Dim("rx", kw))
+            else:
+                cin = rc if groups == 1 else (c // per_group) * cg + rc
+                body = Access(x, (n, cin, yy, xx)) * Access(weight, (c, rc, ry, rx))
+                rdom = (Dim("rc", cg), Dim("ry", kh), Dim("rx", kw))
+            init = Access(bias, (c,)) if bias else E.Const(0.0)
+            op = "depthwise_conv2d" if groups == c_in and cg == 1 else "conv2d"
+            self.stage(Stage(name, dims_of("ncyx", (n_, c_out, oh, ow)), init, rdom, body, "sum", op=op))
+        return self.record("conv", inputs, name, strides=list(strides), pads=list(pads), dilations=list(dilations), groups=groups)
+
+    def conv_transpose(
+        self,
+        name: str,
+        src: str,
+        weight: str,
+        bias: str | None = None,
+        strides: Sequence[int] = (1, 1),
+        pads: Sequence[int] = (0, 0, 0, 0),
+        dilations: Sequence[int] = (1, 1),
+        groups: int = 1,
+        output_padding: Sequence[int] = (0, 0),
+    ) -> str:
+        """Transposed 2-D convolution as a convolution: zeros inserted between input pixels
+        and the border padded (one stage), then a stride-1 convolution with the weight
+        flipped and its channel axes swapped (a view of the weight, no copy)."""
+        n_, c_in, h, w = self.shape(src)
+        ci_w, co_g, kh, kw = self.shape(weight)
+        if ci_w != c_in or c_in % groups:
+            raise ValueError(f"conv_transpose {name}: weight {self.shape(weight)} does not match {c_in} channels, groups={groups}")
+        ci_g = c_in // groups
+        with self.composite():
+            up = self._zero_insert(self.fresh(f"{name}_up"), src, strides, pads, dilations, (kh, kw), output_padding)
+
+            def flip(idx: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+                co, ci, ky, kx = idx
+                g = co // co_g
+                return (g * ci_g + ci if groups > 1 else ci, co % co_g if groups > 1 else co, (kh - 1) - ky, (kw - 1) - kx)
+
+            wf = self.view(self.fresh(f"{name}_wflip"), weight, (co_g * groups, ci_g, kh, kw), flip, "conv_transpose_weight")
+            self.conv(name, up, wf, bias, (1, 1), (0, 0, 0, 0), dilations, groups)
+        inputs = [src, weight] + ([bias] if bias else [])
+        return self.record(
+            "conv_transpose", inputs, name, strides=list(strides), pads=list(pads), dilations=list(dilations), groups=groups,
+            output_padding=list(output_padding),
+        )  # fmt: skip
+
+    def _zero_insert(
+        self, name: str, src: str, strides: Sequence[int], pads: Sequence[int], dil: Sequence[int], k: Sequence[int], opad: Sequence[int]
+    ) -> str:
+        shape = self.shape(src)
+        vs = [Var(v) for v in "ncyx"]
+        idx: list[E.Expr] = list(vs[:2])
+        conds: list[E.Expr] = []
+        out_shape = list(shape[:2])
+        for a in range(2):
+            n, s = shape[2 + a], strides[a]
+            before = dil[a] * (k[a] - 1) - pads[a]
+            after = dil[a] * (k[a] - 1) - pads[2 + a] + opad[a]
+            out_shape.append((n - 1) * s + 1 + before + after)
+            v = vs[2 + a]
+            j = v - before if before >= 0 else v + (-before)
+            if before > 0:
+                conds.append(cmp(">=", j, 0))
+            conds.append(cmp("<=", j, (n - 1) * s))
+            if s > 1:
+                conds.append(cmp("==", j % s, 0))
+            idx.append(clamp(j // s if s > 1 else j, 0, n - 1))
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cmp("and", cond, c)
+        return self.stage(Stage(name, dims_of("ncyx", out_shape), select(cond, Access(src, tuple(idx)), 0.0), op="zero_insert"))
+
+    def pool_nd(
+        self,
+        name: str,
+        src: str,
+        kind: str,
+        kernel: Sequence[int],
+        strides: Sequence[int],
+        pads: Sequence[int] = (0, 0, 0, 0),
+        dilations: Sequence[int] = (1, 1),
+        ceil_mode: bool = False,
+        count_include_pad: bool = False,
+    ) -> str:
+        """2-D max or average pooling. Average: the divisor counts the window's elements inside
+        the input (or, with count_include_pad, inside the padded input), as ONNX Runtime does."""
+        n_, c_, h, w = self.shape(src)
+        sizes = (h, w)
+        outs = [pool_out_size(sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a in range(2)]
+        extra = [
+            max(0, (outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 - (sizes[a] + pads[a] + pads[2 + a])) for a in range(2)
+        ]
+        fill = FLOAT_LOWEST if kind == "max" else 0.0
+        with self.composite():
+            x = src
+            if any(pads) or any(extra):
+                after = (0, 0, pads[2] + extra[0], pads[3] + extra[1])
+                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, pads[0], pads[1]), after, fill)
+            n, c, y, xv = (Var(v) for v in "ncyx")
+            ry, rx = Var("ry"), Var("rx")
+            body = Access(x, (n, c, _affine(y, strides[0], ry, dilations[0]), _affine(xv, strides[1], rx, dilations[1])))
+            rdom = (Dim("ry", kernel[0]), Dim("rx", kernel[1]))
+            dims = dims_of("ncyx", (n_, c_, outs[0], outs[1]))
+            if kind == "max":
+                self.stage(Stage(name, dims, E.Const(FLOAT_LOWEST), rdom, body, "max", op="maxpool"))
+            else:
+                acc = self.stage(Stage(self.fresh(f"{name}_sum"), dims, E.Const(0.0), rdom, body, "sum", op="avgpool"))
+                counts = [
+                    _window_count(v, sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], extra[a], count_include_pad)
+                    for a, v in enumerate((y, xv))
+                ]
+                if all(isinstance(ct, int) for ct in counts):
+                    val = Access(acc, (n, c, y, xv)) * (1.0 / (counts[0] * counts[1]))
+                else:
+                    val = Access(acc, (n, c, y, xv)) / (E.wrap(counts[0]) * counts[1])
+                self.stage(Stage(name, dims, val, op="scale"))
+        return self.record(
+            "pool_nd", [src], name, kind=kind, kernel=list(kernel), strides=list(strides), pads=list(pads), dilations=list(dilations),
+            ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+        )  # fmt: skip
+
+
+def _window_count(v: Var, n: int, k: int, s: int, p0: int, p1: int, extra: int, include_pad: bool) -> E.Expr | int:
+    """Elements of the window at output index v that an average divides by: those inside the
+    input, or with count_include_pad those inside the padded input (ceil mode's extra
+    windows reach past it)."""
+    if (include_pad and not extra) or not (p0 or p1 or extra):
+        return k
+    start = v * s - p0 if p0 else v * s
+    if include_pad:
+        return E.emin(start + k, n + p1) - start
+    return E.emin(start + k, n) - E.emax(start, 0)
+
+
+def _affine(v: Var, stride: int, r: Var, dil: int) -> E.Expr:
+    """v * stride + r * dil without multiplications by one."""
+    return (v * stride if stride != 1 else v) + (r * dil if dil != 1 else r)

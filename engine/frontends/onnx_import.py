@@ -1,0 +1,355 @@
+"""Import an ONNX model into the pipeline IR.
+
+The model is loaded and checked, shapes are inferred (static shapes only), batch norms
+that follow a convolution are folded into its weights, constant subgraphs (shape
+arithmetic and the like) are evaluated with ONNX's numpy reference evaluator, and every
+other node is mapped by `onnx_ops.HANDLERS`. Unsupported nodes are collected and reported
+together; nothing is imported approximately. The reference of the result is ONNX Runtime
+on the original file (engine/reference.py), named in `pipeline.source`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import (
+    Emitter,
+    ImportReport,
+    ImportResult,
+    ModelImportError,
+    Unsupported,
+    UnsupportedModelError,
+    Value,
+    default_weights_dir,
+    fold_batchnorm,
+    sanitize,
+    sha256_file,
+    write_weights,
+)
+from .onnx_ops import HANDLERS, Ctx, Node
+
+# Ops whose output depends only on the input's (static) shape: constant even on data.
+SHAPE_OPS = ("Shape", "Size")
+# Never folded: their value is not a function of their inputs.
+NONDETERMINISTIC = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+_MISSING = object()  # an output a handler did not produce (e.g. a pooling's Indices)
+_POISON = object()  # downstream of an unsupported node: skipped, not reported again
+
+
+def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> ImportResult:
+    """Import an .onnx file; weights go to an .npz in `weights_dir` (default: the user cache)."""
+    t0 = time.perf_counter()
+    path = Path(path).expanduser().resolve()
+    model = _load(path)
+    graph = model.graph
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    types = _infer(model, path)
+    from onnx import numpy_helper  # noqa: PLC0415
+
+    env: dict[str, Any] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    em = Emitter(sanitize(path.stem, "model"), f"imported from {path.name}")
+    input_names: dict[str, str] = {}
+    for vi in graph.input:
+        if vi.name in env:
+            continue
+        shape = _static_shape(vi, path)
+        if vi.type.tensor_type.elem_type != 1:
+            raise ModelImportError(f"{path}: input {vi.name!r} is not float32 (the IR's only type)")
+        env[vi.name] = em.input(vi.name, shape)
+        input_names[env[vi.name]] = vi.name
+    nodes = [_node(n, k) for k, n in enumerate(graph.node)]
+    _check_references(nodes, set(env), [o.name for o in graph.output], path)
+    graph_outputs = {o.name for o in graph.output}
+    nodes = _fold_batchnorms(nodes, env, graph_outputs, em.simplifications)
+    nodes = _fuse_matmul_bias(nodes, env, graph_outputs, types, em.simplifications)
+    _walk(nodes, env, em, opset, types, graph_outputs, path)
+
+    outputs = []
+    for o in graph.output:
+        if env.get(o.name) is _MISSING:
+            raise ModelImportError(f"{path}: graph output {o.name!r} is an output the importer does not produce")
+        outputs.append((o.name, env[o.name]))
+    pipeline, out_names = em.finish(outputs)
+    model_sha = sha256_file(path)
+    source: dict[str, Any] = {
+        "kind": "onnx",
+        "model": str(path),
+        "model_sha256": model_sha,
+        "input_names": input_names,
+        "output_names": {ir: o.name for ir, o in zip(out_names, graph.output)},
+    }
+    weights_info: dict[str, Any] = {"arrays": len(em.weights), "bytes": int(sum(a.nbytes for a in em.weights.values()))}
+    if em.weights:
+        wpath, wsha = write_weights(
+            em.weights, Path(weights_dir) if weights_dir else default_weights_dir(), f"{sanitize(path.stem, 'model')}-{model_sha[:16]}"
+        )
+        source.update(weights=str(wpath), weights_sha256=wsha)
+        weights_info.update(path=str(wpath), sha256=wsha)
+    pipeline.source = source
+    report = ImportReport(
+        stages=len(pipeline.stages),
+        inputs=[{"name": n, "onnx": o, "shape": list(pipeline.shape_of(n))} for n, o in input_names.items()],
+        outputs=[{"name": n, "onnx": o.name, "shape": list(pipeline.shape_of(n))} for n, o in zip(out_names, graph.output)],
+        simplifications=em.simplifications,
+        unsupported=[],
+        ops_mapped=dict(sorted(em.mapped.items())),
+        weights=weights_info,
+        seconds=time.perf_counter() - t0,
+    )
+    return ImportResult(pipeline, report)
+
+
+def _walk(
+    nodes: list[Node], env: dict[str, Any], em: Emitter, opset: int, types: dict[str, Any], graph_outputs: set[str], path: Path
+) -> None:
+    """Fold or map every node in order. Every problem is collected (unmapped types, then the
+    cases a mapping rejects) and raised at once; what only reads a bad value is skipped."""
+    unmapped = _unmapped(nodes, {k for k, v in env.items() if isinstance(v, np.ndarray)})
+    unsupported: list[dict[str, str]] = []
+    folded: Counter[str] = Counter()
+    for node in nodes:
+        ins = [None if not i else env[i] for i in node.inputs]
+        outs: list[Any]
+        if id(node) in unmapped:
+            unsupported.append(unmapped[id(node)])
+            outs = [_POISON] * len(node.outputs)
+        elif any(v is _POISON for v in ins):
+            outs = [_POISON] * len(node.outputs)
+        elif node.op in SHAPE_OPS or all(v is None or isinstance(v, np.ndarray) for v in ins) and node.op not in NONDETERMINISTIC:
+            outs = _fold(node, ins, em, opset)
+            folded[node.op] += 1
+        else:
+            try:
+                outs = _map(node, ins, em, opset, graph_outputs)
+            except Unsupported as exc:
+                unsupported.append({"op": node.op, "node": node.hint, "reason": str(exc)})
+                outs = [_POISON] * len(node.outputs)
+            except ValueError as exc:  # an operator rejected its operands: a model we misread
+                raise ModelImportError(f"{path}: node {node.hint!r} ({node.op}): {exc}") from None
+        for k, name in enumerate(node.outputs):
+            if name:
+                env[name] = outs[k] if k < len(outs) else _MISSING
+                _check_shape(em, node, name, env[name], types, path)
+    if unsupported:
+        raise UnsupportedModelError(str(path), unsupported)
+    if folded:
+        what = ", ".join(f"{op} x{n}" for op, n in sorted(folded.items()))
+        em.simplifications.append(f"constant-folded {sum(folded.values())} node(s) ({what})")
+
+
+def _map(node: Node, ins: list[Any], em: Emitter, opset: int, graph_outputs: set[str]) -> list[Any]:
+    bad = [k for k, v in enumerate(ins) if v is _MISSING]
+    if bad:
+        raise Unsupported(f"reads an output its producer does not provide ({node.inputs[bad[0]]!r})")
+    # A graph output's stage is named after the output; other stages after their node.
+    hint = node.outputs[0] if node.outputs and node.outputs[0] in graph_outputs else node.hint
+    for i, v in zip(node.inputs, ins):
+        em.name_const(v, i)  # weight inputs are named after their initializers
+    outs = HANDLERS[node.op](Ctx(em, opset, hint), node, ins)
+    em.mapped[node.op] += 1
+    return outs
+
+
+# --- loading and checking ---------------------------------------------------------------
+def _load(path: Path) -> Any:
+    import onnx  # noqa: PLC0415
+
+    if not path.is_file():
+        raise ModelImportError(f"{path}: no such file")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # noqa: BLE001  # protobuf raises several types for a bad file
+        why = f"{type(exc).__name__}: {exc}"
+        raise ModelImportError(f"{path}: not a readable ONNX model ({why}); truncated, or not an ONNX file?") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelImportError(f"{path}: not an ONNX model (no graph: empty, truncated or another file type)")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelImportError(f"{path}: invalid ONNX model: {str(exc).strip().splitlines()[0]}") from None
+    return model
+
+
+def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
+    """Element type and (possibly partial) shape of every value shape inference knows."""
+    import onnx  # noqa: PLC0415
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelImportError(f"{path}: ONNX shape inference failed: {exc}") from None
+    out = {}
+    g = inferred.graph
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        out[vi.name] = (tt.elem_type, [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim])
+    return out
+
+
+def _static_shape(vi: Any, path: Path) -> tuple[int, ...]:
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        raise ModelImportError(f"{path}: input {vi.name!r} has no shape; re-export the model with static input shapes")
+    shape = []
+    for k, d in enumerate(tt.shape.dim):
+        if not d.HasField("dim_value") or d.dim_value <= 0:
+            what = f"'{d.dim_param}'" if d.dim_param else "an unknown size"
+            raise ModelImportError(
+                f"{path}: input {vi.name!r} has a dynamic dimension {what} at axis {k}; only static shapes are supported "
+                "(re-export with fixed sizes, e.g. without dynamic_axes)"
+            )
+        shape.append(int(d.dim_value))
+    return tuple(shape)
+
+
+def _node(n: Any, k: int) -> Node:
+    from onnx import helper, numpy_helper  # noqa: PLC0415
+
+    attrs = {}
+    for a in n.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif hasattr(v, "dims") and hasattr(v, "data_type"):
+            v = numpy_helper.to_array(v)
+        attrs[a.name] = v
+    return Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs, n.domain, n)
+
+
+def _check_references(nodes: list[Node], defined: set[str], outputs: list[str], path: Path) -> None:
+    known = set(defined)
+    for node in nodes:
+        for i in node.inputs:
+            if i and i not in known:
+                raise ModelImportError(
+                    f"{path}: node {node.hint!r} ({node.op}) reads {i!r}, which nothing defines before it (malformed or truncated file?)"
+                )
+        known.update(o for o in node.outputs if o)
+    for o in outputs:
+        if o not in known:
+            raise ModelImportError(f"{path}: graph output {o!r} is never computed (malformed or truncated file?)")
+
+
+def _unmapped(nodes: list[Node], consts: set[str]) -> dict[int, dict[str, str]]:
+    """Nodes (by id) that are neither constant nor of a mapped type, with their report entry."""
+    bad = {}
+    for node in nodes:
+        const = node.op in SHAPE_OPS or (node.op not in NONDETERMINISTIC and all(not i or i in consts for i in node.inputs))
+        if const:
+            consts.update(node.outputs)
+        elif node.domain not in ("", "ai.onnx") or node.op not in HANDLERS:
+            domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
+            bad[id(node)] = {"op": node.op, "node": node.hint, "reason": f"no mapping for this operator{domain}"}
+    return bad
+
+
+def _check_shape(em: Emitter, node: Node, name: str, v: Any, types: dict[str, tuple[int, list[int | None]]], path: Path) -> None:
+    """Our shape must equal ONNX's inferred one: a mapping bug fails here, not silently."""
+    if v is _MISSING or v is _POISON or name not in types:
+        return
+    theirs = types[name][1]
+    ours = list(em.shape(v))
+    if isinstance(v, str) and types[name][0] not in (0, 1):
+        raise ModelImportError(f"{path}: node {node.hint!r} ({node.op}) computes a non-float32 tensor from data; the IR is float32 only")
+    if None in theirs or (not theirs and ours == [1]):
+        return
+    if ours != theirs:
+        raise ModelImportError(f"{path}: node {node.hint!r} ({node.op}): imported shape {ours} differs from ONNX's inferred {theirs}")
+
+
+# --- graph rewrites -----------------------------------------------------------------------
+def _fold_batchnorms(nodes: list[Node], env: dict[str, Any], graph_outputs: set[str], notes: list[str]) -> list[Node]:
+    """Conv -> BatchNormalization, where only the BN reads the conv: new conv weights, no BN."""
+    producers = {o: n for n in nodes for o in n.outputs}
+    users = Counter(i for n in nodes for i in n.inputs)
+    dropped: set[int] = set()
+    for bn in nodes:
+        if bn.op != "BatchNormalization" or bn.attrs.get("training_mode", 0) or len([o for o in bn.outputs if o]) != 1:
+            continue
+        conv = producers.get(bn.inputs[0])
+        if conv is None or conv.op != "Conv" or users[bn.inputs[0]] != 1 or bn.inputs[0] in graph_outputs:
+            continue
+        w = env.get(conv.inputs[1])
+        b = env.get(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
+        params = [env.get(i) for i in bn.inputs[1:5]]
+        if not isinstance(w, np.ndarray) or not all(isinstance(p, np.ndarray) for p in params):
+            continue
+        if len(conv.inputs) > 2 and conv.inputs[2] and not isinstance(b, np.ndarray):
+            continue
+        w2, b2 = fold_batchnorm(w, b, *params, float(bn.attrs.get("epsilon", 1e-5)))
+        wname, bname = f"{conv.hint}::bn_folded_W", f"{conv.hint}::bn_folded_B"
+        env[wname], env[bname] = w2, b2
+        conv.inputs = [conv.inputs[0], wname, bname]
+        conv.outputs = [bn.outputs[0]]
+        conv.proto = _rewired(conv)
+        dropped.add(id(bn))
+        notes.append(f"BatchNormalization {bn.hint!r} folded into Conv {conv.hint!r} (new weight and bias arrays)")
+    return [n for n in nodes if id(n) not in dropped]
+
+
+def _fuse_matmul_bias(
+    nodes: list[Node], env: dict[str, Any], graph_outputs: set[str], types: dict[str, Any], notes: list[str]
+) -> list[Node]:
+    """MatMul -> Add(constant bias along the last axis), the MatMul read only by the Add: one
+    matmul stage whose reduction starts from the bias (a linear layer as PyTorch exports it)."""
+    producers = {o: n for n in nodes for o in n.outputs}
+    users = Counter(i for n in nodes for i in n.inputs)
+    dropped: set[int] = set()
+    for add in nodes:
+        if add.op != "Add" or len(add.inputs) != 2:
+            continue
+        for k in (0, 1):
+            mm, bias = producers.get(add.inputs[k]), env.get(add.inputs[1 - k])
+            if mm is None or mm.op != "MatMul" or len(mm.inputs) != 2 or users[add.inputs[k]] != 1 or add.inputs[k] in graph_outputs:
+                continue
+            out_shape = types.get(mm.outputs[0], (0, [None]))[1]
+            if not isinstance(bias, np.ndarray) or bias.ndim != 1 or None in out_shape or len(out_shape) < 2:
+                continue
+            if (
+                bias.shape[0] != out_shape[-1]
+                or isinstance(env.get(mm.inputs[0]), np.ndarray)
+                and isinstance(env.get(mm.inputs[1]), np.ndarray)
+            ):
+                continue
+            mm.inputs = [*mm.inputs, add.inputs[1 - k]]
+            mm.outputs = list(add.outputs)
+            mm.proto = _rewired(mm)
+            dropped.add(id(add))
+            notes.append(f"Add {add.hint!r} folded into MatMul {mm.hint!r} (the bias initializes the sum)")
+            break
+    return [n for n in nodes if id(n) not in dropped]
+
+
+def _rewired(node: Node) -> Any:
+    """A copy of the node's proto with its current inputs and outputs (for constant folding)."""
+    proto = type(node.proto)()
+    proto.CopyFrom(node.proto)
+    del proto.input[:], proto.output[:]
+    proto.input.extend(node.inputs)
+    proto.output.extend(node.outputs)
+    return proto
+
+
+def _fold(node: Node, ins: list[Value | None], em: Emitter, opset: int) -> list[np.ndarray]:
+    """Evaluate a node on constants (shape ops read the static shape of data tensors)."""
+    if node.op in SHAPE_OPS:
+        shape = em.shape(ins[0])
+        if node.op == "Size":
+            return [np.array(int(np.prod(shape)), dtype=np.int64)]
+        start, end = int(node.attrs.get("start", 0)), node.attrs.get("end")
+        return [np.array(shape[start : None if end is None else int(end)], dtype=np.int64)]
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    try:
+        feeds = {i: v for i, v in zip(node.inputs, ins) if i}
+        outs = ReferenceEvaluator(node.proto, opsets={"": opset}).run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelImportError(f"node {node.hint!r} ({node.op}): constant folding failed: {exc}") from None
+    return [np.asarray(o) for o in outs]

@@ -1,0 +1,151 @@
+"""Generate the sample ONNX models in this folder, reproducibly (fixed seeds), from PyTorch.
+
+    .venv/bin/python resources/models/make_models.py
+
+Each model is a small, realistic building block of a well-known network, exported with the
+TorchScript-based exporter (opset 17, static shapes). The convolutional models are exported
+in TrainingMode.PRESERVE from eval mode, so their BatchNormalization nodes stay in the file
+(as in models from other tools) and the importer's BN folding has something to do; the
+batch-norm statistics are randomized so that folding them is not a no-op.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HERE = Path(__file__).resolve().parent
+OPSET = 17
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, identity shortcut, ReLU."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + x)
+
+
+class ResNet18Stage(nn.Module):
+    """ResNet-18's first stage (layer1): two basic blocks, 64 channels at 56x56."""
+
+    def __init__(self, c: int = 64) -> None:
+        super().__init__()
+        self.layer1 = nn.Sequential(BasicBlock(c), BasicBlock(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer1(x)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2 block: 1x1 expand (x6) - BN - ReLU6, 3x3 depthwise - BN - ReLU6, 1x1 project - BN, residual."""
+
+    def __init__(self, c: int = 24, expand: int = 6) -> None:
+        super().__init__()
+        h = c * expand
+        self.conv = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
+            nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x)
+
+
+class SmallCNN(nn.Module):
+    """A small classifier: (conv-BN-ReLU-maxpool) x2, global average pool, linear."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        )  # fmt: skip
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+
+
+class EncoderLayer(nn.Module):
+    """A pre-norm transformer encoder layer, batch first, attention written out with matmul
+    and softmax (nn.MultiheadAttention's export path needs ops that are not mapped)."""
+
+    def __init__(self, d: int = 128, heads: int = 4, ff: int = 512) -> None:
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, ff), nn.Linear(ff, d)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        qkv = self.qkv(self.ln1(x)).reshape(b, s, 3, self.heads, self.dh).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(self.dh)), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+def _randomize_bn(m: nn.Module, g: torch.Generator) -> None:
+    for bn in m.modules():
+        if isinstance(bn, nn.BatchNorm2d):
+            with torch.no_grad():
+                bn.weight.uniform_(0.5, 1.5, generator=g)
+                bn.bias.uniform_(-0.2, 0.2, generator=g)
+                bn.running_mean.uniform_(-0.2, 0.2, generator=g)
+                bn.running_var.uniform_(0.5, 2.0, generator=g)
+
+
+MODELS = {
+    "resnet18_stage": (ResNet18Stage, (1, 64, 56, 56)),
+    "mobilenetv2_block": (InvertedResidual, (1, 24, 56, 56)),
+    "transformer_layer": (EncoderLayer, (1, 64, 128)),
+    "small_cnn": (SmallCNN, (1, 3, 32, 32)),
+}
+
+
+def export(name: str, out_dir: Path = HERE) -> Path:
+    cls, shape = MODELS[name]
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    model = cls().eval()
+    _randomize_bn(model, g)
+    x = torch.randn(*shape, generator=g)
+    keep_bn = any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    path = out_dir / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model, (x,), str(path), opset_version=OPSET, dynamo=False, input_names=["input"], output_names=["output"],
+            training=torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL,
+            do_constant_folding=not keep_bn,
+        )  # fmt: skip
+    return path
+
+
+def main() -> None:
+    for name in MODELS:
+        path = export(name)
+        print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()
