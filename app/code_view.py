@@ -1,10 +1,16 @@
-"""Read-only monospace text views: the loop nest (with per-stage line highlighting) and
-the schedule as JSON or Halide source."""
+"""Read-only monospace text views: the loop nest (with per-stage line highlighting), the
+schedule as JSON or Halide source, the lowered Stmt; and the pane that adds Copy/Export."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QFontDatabase, QPalette, QTextCursor
-from PySide6.QtWidgets import QPlainTextEdit, QWidget
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from PySide6.QtCore import Slot
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QPalette, QTextCursor
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
 
 class CodeView(QPlainTextEdit):
@@ -60,3 +66,66 @@ class LoopNestView(CodeView):
         self.setTextCursor(c)
         self.ensureCursorVisible()
         return True
+
+
+class SourcePane(QWidget):
+    """A CodeView under a slim bar with Copy and Export… buttons (and a note on the left)."""
+
+    def __init__(self, view: CodeView, suffix: str, what: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.view, self.suffix, self.what = view, suffix, what
+        self.note = QLabel()
+        self.note.setStyleSheet("color: palette(placeholder-text)")
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolTip(f"Copy the {what} to the clipboard")
+        self.copy_button.clicked.connect(self.copy)
+        self.export_button = QToolButton()
+        self.export_button.setText("Export…")
+        self.export_button.setToolTip(f"Save the {what} to a {suffix} file")
+        self.export_button.clicked.connect(self.export_dialog)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(6, 2, 6, 2)
+        bar.addWidget(self.note, 1)
+        bar.addWidget(self.copy_button)
+        bar.addWidget(self.export_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addLayout(bar)
+        lay.addWidget(view, 1)
+        self.default_name = "schedule"
+
+    @Slot()
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.view.toPlainText())
+
+    def export(self, path: str) -> None:
+        """Write the text to `path` (atomically: a crash never leaves half a file)."""
+        atomic_write(Path(path), self.view.toPlainText())
+
+    @Slot()
+    def export_dialog(self) -> None:
+        start = str(Path.cwd() / f"{self.default_name}{self.suffix}")
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {self.what}", start, f"*{self.suffix};;All files (*)")
+        if not path:
+            return
+        try:
+            self.export(path)
+        except OSError as exc:
+            QMessageBox.warning(self, f"Cannot export {self.what}", f"{path}: {exc.strerror or exc}")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

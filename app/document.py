@@ -1,6 +1,7 @@
-"""The open document: one pipeline, the schedule applied to it, and the loop nest derived
-from both. Views read it and redraw on `changed`; a later schedule editor and undo stack
-will change it through these same methods, so no view keeps its own copy of the state."""
+"""The open document: one pipeline, the schedule applied to it, and what is derived from
+both (the loop nest, the cost model's prediction). Views read it and redraw on `changed`;
+the schedule editor changes it only through undoable commands (app/commands.py), which
+call `replace_schedule`, so no view keeps its own copy of the state."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from engine import api, zoo
+from engine.costmodel import Prediction, default_model
 from engine.ir import Pipeline
 from engine.loopnest import LoopNest
 from engine.loopnest import build as build_loopnest
@@ -40,6 +42,7 @@ class Document(QObject):
     """Current pipeline + schedule. Emits `changed` after every successful change."""
 
     changed = Signal()
+    pipeline_changed = Signal()  # just before `changed`, when another pipeline (or size) was opened
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -51,6 +54,11 @@ class Document(QObject):
         self.loopnest: LoopNest | None = None
         self.loopnest_text = ""
         self.spans: dict[str, tuple[int, int]] = {}
+        self.schedule_hash = self.schedule.content_hash()
+        self.prediction: Prediction | None = None
+        self.prediction_error = ""
+        self._spec_hashes: dict[str, str] = {}  # hash of each spec's schedule as loaded
+        self.change_label = ""  # what made the current schedule: a spec's name or an edit's text
 
     @property
     def is_builtin(self) -> bool:
@@ -61,7 +69,12 @@ class Document(QObject):
         if self.pipeline is None:
             return ""
         size = f" ({self.size})" if self.is_builtin else ""
-        return f"{self.pipeline.name}{size} · {schedule_label(self.schedule_spec)}"
+        return f"{self.pipeline.name}{size} · {schedule_label(self.schedule_spec)}{' (edited)' if self.edited else ''}"
+
+    @property
+    def edited(self) -> bool:
+        """Whether the schedule differs from its spec's as loaded (edits undone read as unedited)."""
+        return self._spec_hashes.get(self.schedule_spec, self.schedule_hash) != self.schedule_hash
 
     def open(self, spec: str, size: str, schedule_spec: str) -> str | None:
         """Load a pipeline (raises api.InputError) with `schedule_spec`, or with the default
@@ -75,15 +88,46 @@ class Document(QObject):
                 raise
             note = f"{exc}; showing the default schedule"
             schedule_spec, sched = "default", load_schedule(p, "default")
-        self.pipeline, self.pipeline_spec, self.size = p, spec, size
-        self._apply(schedule_spec, sched)
+        self.load(p, spec, size, schedule_spec, sched)
         return note
+
+    def load(self, p: Pipeline, spec: str, size: str, schedule_spec: str, sched: Schedule, spec_hash: str | None = None) -> None:
+        """Show a pipeline object with a schedule (raises ScheduleError, changing nothing).
+        `spec_hash`: the hash of `schedule_spec`'s schedule as first loaded (a project keeps
+        it, so a schedule saved while edited still reads as edited)."""
+        before = self.pipeline, self.pipeline_spec, self.size, self._spec_hashes
+        self.pipeline, self.pipeline_spec, self.size = p, spec, size
+        self._spec_hashes = {schedule_spec: spec_hash or sched.content_hash()}
+        try:
+            self._apply(schedule_spec, sched, emit=False)  # validates before it changes anything
+        except Exception:
+            self.pipeline, self.pipeline_spec, self.size, self._spec_hashes = before
+            raise
+        self.pipeline_changed.emit()  # listeners see the new pipeline with its schedule
+        self.changed.emit()
+
+    def spec_hash(self, spec: str) -> str | None:
+        return self._spec_hashes.get(spec)
 
     def set_schedule(self, spec: str) -> None:
         """Switch the schedule of the current pipeline (raises api.InputError)."""
+        self.replace_schedule(self.load_spec(spec), spec)
+
+    def load_spec(self, spec: str) -> Schedule:
+        """The schedule a spec names for the current pipeline (raises api.InputError)."""
         if self.pipeline is None:
             raise api.InputError("no pipeline is open")
-        self._apply(spec, load_schedule(self.pipeline, spec))
+        sched = load_schedule(self.pipeline, spec)
+        self._spec_hashes[spec] = sched.content_hash()
+        return sched
+
+    def replace_schedule(self, sched: Schedule, spec: str | None = None, label: str = "") -> None:
+        """Show `sched` (validated: raises ScheduleError, leaving the document as it was).
+        Undoable commands call this with copies; `spec` defaults to the current one."""
+        if self.pipeline is None:
+            raise api.InputError("no pipeline is open")
+        spec = self.schedule_spec if spec is None else spec
+        self._apply(spec, sched, label)
 
     def schedule_options(self, specs: list[str]) -> dict[str, str | None]:
         """For each spec, None if it applies to the current pipeline, else the reason it does not."""
@@ -113,9 +157,20 @@ class Document(QObject):
             return f"at {pl.at[0]}.{pl.at[1]}"
         return pl.compute
 
-    def _apply(self, spec: str, sched: Schedule) -> None:
+    def _apply(self, spec: str, sched: Schedule, label: str = "", emit: bool = True) -> None:
         assert self.pipeline is not None
-        nest = build_loopnest(self.pipeline, sched)
+        nest = build_loopnest(self.pipeline, sched)  # validates first: raises before anything changes
         self.schedule, self.schedule_spec, self.loopnest = sched, spec, nest
+        self.change_label = label or schedule_label(spec)
+        self.schedule_hash = sched.content_hash()
         self.loopnest_text, self.spans = nest.render_with_spans()
-        self.changed.emit()
+        self.prediction, self.prediction_error = self._predict()
+        if emit:
+            self.changed.emit()
+
+    def _predict(self) -> tuple[Prediction | None, str]:
+        assert self.pipeline is not None
+        try:
+            return default_model().predict(self.pipeline, self.schedule), ""
+        except Exception as exc:  # noqa: BLE001  # a model failure must not stop an edit from showing
+            return None, f"{type(exc).__name__}: {exc}"

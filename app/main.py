@@ -67,7 +67,7 @@ def run_app(argv: list[str]) -> int:
     app.setApplicationVersion(engine.__version__)
 
     # A screenshot is a fixed picture: it neither reads nor writes the remembered layout.
-    window = MainWindow(size=args.size, persist_layout=not args.screenshot)
+    window = MainWindow(size=args.size, persist_layout=not args.screenshot, ask_to_save=not args.screenshot)
     if not window.open_pipeline(args.pipeline, args.schedule):
         window.close()
         return 2

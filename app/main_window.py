@@ -1,75 +1,60 @@
-"""The main window: menus, toolbar and docks wired to the Document and the measurement service."""
+"""The main window: menus, toolbar, tabs and docks wired to the Document, the undo stack,
+the session history and the measurement service. All state lives in those objects; the
+views only mirror it."""
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
-import PySide6
-from PySide6.QtCore import QByteArray, QElapsedTimer, QSettings, Qt, QTimer, Slot, qVersion
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QStandardItemModel
+from PySide6.QtCore import QByteArray, QElapsedTimer, QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QStandardItemModel, QUndoStack
 from PySide6.QtWidgets import (
-    QComboBox,
     QDockWidget,
     QFileDialog,
-    QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
     QTabWidget,
-    QToolBar,
+    QUndoView,
     QWidget,
 )
 
-import engine
-from engine import api, zoo
+from engine import api
 from engine.measure import Measurement
 
-from .code_view import CodeView, LoopNestView
+from . import chrome
+from .about import about_html, format_flop, versions  # noqa: F401  # re-exported for callers of this module
+from .code_view import CodeView, LoopNestView, SourcePane
+from .commands import RestoreVariant, UseSchedule
 from .document import BUILTIN_SCHEDULES, Document, schedule_label
-from .panels import MeasurementPanel, PipelinePanel, StagesPanel
+from .graph_panel import GraphPanel
+from .history import SessionHistory
+from .measure_control import MeasureController
+from .panels import PipelinePanel, StagesPanel
+from .performance import PerformancePanel
+from .project import SUFFIX
+from .project_ui import ProjectController
+from .schedule_editor import ScheduleEditor
+from .stmt import StmtLoader
 from .workers import MeasureRequest, MeasureService
 
 SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 # Bump when docks or toolbars change: restoreState ignores a saved layout of another version.
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 STATUS_MS = 8000
 
 
-def package_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def versions() -> dict[str, str]:
-    """Versions shown in Help > About (torch is looked up, never imported: it is slow to load)."""
-    return {
-        "Schedule Explorer": engine.__version__,
-        "Halide": package_version("halide"),
-        "PyTorch": package_version("torch"),
-        "Qt": qVersion(),
-        "PySide6": PySide6.__version__,
-    }
-
-
-def format_flop(n: float) -> str:
-    for scale, unit in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.3g} FLOP"
-
-
 class MainWindow(QMainWindow):
-    """Pipelines on the left, the document's views in the middle, stages on the right and
-    the last measurement at the bottom. All state lives in `doc`; the views only mirror it."""
+    """The graph and the code views in the middle, pipelines and edit history on the left,
+    stages and the schedule editor on the right, performance at the bottom."""
 
-    def __init__(self, size: str = "full", persist_layout: bool = True, parent: QWidget | None = None) -> None:
+    def __init__(self, size: str = "full", persist_layout: bool = True, ask_to_save: bool = True, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("MainWindow")
         self.persist_layout = persist_layout
+        self.ask_to_save = ask_to_save  # off for screenshots and tests: no modal question
         self.doc = Document(self)
+        self.history = SessionHistory(self)
+        self.undo_stack = QUndoStack(self)
         self.size = size
         # The schedule to show: the user's last choice, else hand-written where one exists.
         # Falling back to default is only reported when the user asked for something else.
@@ -77,156 +62,116 @@ class MainWindow(QMainWindow):
         self.schedule_explicit = False
         self.extra_schedules: list[str] = []  # schedule files named on the command line
         self.measure_service = MeasureService(self)
+        self.measure_control = MeasureController(self.doc, self.history, self.measure_service, self)
+        self.stmt_loader = StmtLoader(self)
+        self._syncing_stage = False
         self._elapsed = QElapsedTimer()
         self._tick = QTimer(self)
         self._tick.setInterval(100)
         self._tick.timeout.connect(self._update_progress)
 
+        self.projects = ProjectController(self, (SETTINGS_ORG, SETTINGS_APP))
         self._build_views()
-        self._build_actions()
-        self._build_menus()
-        self._build_toolbar()
-        self._build_status_bar()
+        chrome.build(self)
+        self.setAcceptDrops(True)
 
+        self.doc.pipeline_changed.connect(self._on_pipeline_changed)
         self.doc.changed.connect(self._on_document_changed)
+        self.history.changed.connect(self._on_history_changed)
+        self.undo_stack.indexChanged.connect(self._on_edited)
         self.pipelines.pipeline_selected.connect(self._on_pipeline_chosen)
-        self.stages.stage_selected.connect(self.loop_view.highlight_stage)
+        self.stages.stage_selected.connect(self.select_stage)
+        self.graph.view.stage_selected.connect(self.select_stage)
         self.measure_service.busy_changed.connect(self._on_busy_changed)
-        self.measure_service.started.connect(self.measurement.show_running)
+        # Bound methods, not lambdas: Qt drops a connection to a deleted receiver, and some
+        # senders here (the undo stack, the notes) still emit while the window is destroyed.
+        self.measure_service.started.connect(self._refresh_performance)
         self.measure_service.finished.connect(self._on_measured)
+        self.measure_control.adams_changed.connect(self._on_adams_changed)
+        self.performance.compare_clicked.connect(self.compare_action.trigger)
+        self.performance.variant_clicked.connect(self.restore_variant)
+        self.tabs.currentChanged.connect(self._request_stmt)
+        self.stmt_loader.ready.connect(self._show_stmt)
+        self.undo_stack.cleanChanged.connect(self.update_title)
+        self.projects.notes.modificationChanged.connect(self.update_title)
 
-        self.resize(1320, 860)
+        self.resize(1360, 900)
+        # Dock sizes only hold once the window has its size.
+        self.resizeDocks([self.pipelines_dock, self.stages_dock], [270, 420], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.stages_dock, self.editor_dock], [240, 400], Qt.Orientation.Vertical)
+        self.resizeDocks([self.measurement_dock], [290], Qt.Orientation.Vertical)
         self._default_state = self.saveState(LAYOUT_VERSION)
         if persist_layout:
             self._restore_layout()
-        self._update_title()
+        self.update_title()
 
     # --- construction -----------------------------------------------------------------
     def _build_views(self) -> None:
+        self.graph = GraphPanel()
         self.loop_view = LoopNestView()
         self.loop_view.setToolTip("The loop nest the schedule produces, as pseudo-code")
         self.schedule_view = CodeView()
-        self.schedule_view.setToolTip("The schedule as JSON (what Open/Save and the database use)")
         self.cpp_view = CodeView()
-        self.cpp_view.setToolTip("The schedule as Halide C++ scheduling calls")
         self.python_view = CodeView()
-        self.python_view.setToolTip("The schedule as Halide Python scheduling calls")
+        self.stmt_view = CodeView()
         self.tabs = QTabWidget()
         self.tabs.setObjectName("views")
         self.tabs.setDocumentMode(True)
-        for view, name in (
-            (self.loop_view, "Loop nest"),
-            (self.schedule_view, "Schedule"),
-            (self.cpp_view, "Halide C++"),
-            (self.python_view, "Halide Python"),
+        self.tabs.addTab(self.graph, "Graph")
+        self.tabs.addTab(self.loop_view, "Loop nest")
+        self.source_panes: dict[str, SourcePane] = {}
+        for key, view, name, suffix, what, note in (
+            ("json", self.schedule_view, "Schedule", ".json", "schedule JSON", "The schedule as JSON (what files and the database store)"),
+            ("cpp", self.cpp_view, "Halide C++", ".cpp", "Halide C++ schedule", "The schedule as Halide C++ scheduling calls"),
+            (
+                "python",
+                self.python_view,
+                "Halide Python",
+                ".py",
+                "Halide Python schedule",
+                "The schedule as Halide Python scheduling calls",
+            ),
+            ("stmt", self.stmt_view, "Lowered Stmt", ".stmt", "lowered Stmt", "Halide's lowered Stmt of the pipeline with this schedule"),
         ):
-            self.tabs.addTab(view, name)
+            pane = SourcePane(view, suffix, what)
+            pane.note.setText(note)
+            view.setToolTip(note)
+            self.source_panes[key] = pane
+            self.tabs.addTab(pane, name)
         self.setCentralWidget(self.tabs)
 
         self.pipelines = PipelinePanel()
         self.pipelines.populate(self.size)
         self.stages = StagesPanel()
-        self.measurement = MeasurementPanel()
-        self.pipelines_dock = self._dock("Pipelines", self.pipelines, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.stages_dock = self._dock("Stages", self.stages, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.measurement_dock = self._dock("Measurement", self.measurement, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.resizeDocks([self.pipelines_dock, self.stages_dock], [290, 380], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.measurement_dock], [250], Qt.Orientation.Vertical)
+        self.editor = ScheduleEditor(self.doc, self.undo_stack)
+        self.undo_view = QUndoView(self.undo_stack)
+        self.undo_view.setEmptyLabel("<opened>")
+        self.undo_view.setToolTip("Every edit of this pipeline's schedule; click a row to go back to it")
+        self.performance = PerformancePanel()
+        self.measurement = self.performance  # the name the first version's callers use
+        area = Qt.DockWidgetArea
+        self.pipelines_dock = self._dock("Pipelines", self.pipelines, area.LeftDockWidgetArea)
+        self.undo_dock = self._dock("Edit History", self.undo_view, area.LeftDockWidgetArea)
+        self.stages_dock = self._dock("Stages", self.stages, area.RightDockWidgetArea)
+        self.editor_dock = self._dock("Schedule Editor", self.editor, area.RightDockWidgetArea)
+        self.measurement_dock = self._dock("Performance", self.performance, area.BottomDockWidgetArea)
+        # Docks squeezed below these are useless (a restored geometry can be small).
+        for widget, width in ((self.pipelines, 190), (self.stages, 260), (self.editor, 300)):
+            widget.setMinimumWidth(width)
+        self.notes_dock = self._dock("Notes", self.projects.notes, area.LeftDockWidgetArea)
+        self.tabifyDockWidget(self.pipelines_dock, self.undo_dock)
+        self.tabifyDockWidget(self.undo_dock, self.notes_dock)
+        self.pipelines_dock.raise_()
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
-        dock.setObjectName(title.lower() + "_dock")  # saveState keys docks by object name
+        dock.setObjectName(title.lower().replace(" ", "_") + "_dock")  # saveState keys docks by object name
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
 
-    def _build_actions(self) -> None:
-        self.open_action = QAction("&Open Pipeline JSON…", self)
-        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
-        self.open_action.setStatusTip("Open a pipeline saved as JSON")
-        self.open_action.triggered.connect(self.open_pipeline_dialog)
-        self.quit_action = QAction("&Quit", self)
-        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
-        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        self.quit_action.triggered.connect(self.close)
-        self.measure_action = QAction("&Measure", self)
-        self.measure_action.setShortcut(QKeySequence("Ctrl+M"))
-        self.measure_action.setToolTip("Compile, time and verify the current schedule (Ctrl+M)")
-        self.measure_action.setStatusTip("Compile, time and verify the current schedule in a worker process")
-        self.measure_action.triggered.connect(self.start_measurement)
-        self.cancel_action = QAction("&Cancel Measurement", self)
-        self.cancel_action.setIconText("Cancel")
-        self.cancel_action.setShortcut(QKeySequence("Ctrl+."))
-        self.cancel_action.setToolTip("Stop the running measurement (Ctrl+.)")
-        self.cancel_action.setEnabled(False)
-        self.cancel_action.triggered.connect(self.measure_service.cancel)
-        self.reset_layout_action = QAction("&Reset Layout", self)
-        self.reset_layout_action.setStatusTip("Put the panels back where they started")
-        self.reset_layout_action.triggered.connect(self.reset_layout)
-        self.about_action = QAction("&About Schedule Explorer", self)
-        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
-        self.about_action.triggered.connect(self.show_about)
-
-    def _build_menus(self) -> None:
-        bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
-        file_menu.addAction(self.open_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-        self.view_menu = bar.addMenu("&View")
-        for dock in (self.pipelines_dock, self.stages_dock, self.measurement_dock):
-            self.view_menu.addAction(dock.toggleViewAction())
-        measure_menu = bar.addMenu("&Measure")
-        measure_menu.addAction(self.measure_action)
-        measure_menu.addAction(self.cancel_action)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self.about_action)
-
-    def _build_toolbar(self) -> None:
-        tb = QToolBar("Main toolbar", self)
-        tb.setObjectName("main_toolbar")
-        tb.setMovable(False)
-        tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        tb.addAction(self.measure_action)
-        tb.addAction(self.cancel_action)
-        tb.addSeparator()
-        tb.addWidget(QLabel(" Schedule: "))
-        self.schedule_combo = QComboBox()
-        self.schedule_combo.setObjectName("schedule_combo")
-        self.schedule_combo.setToolTip("The schedule applied to the pipeline: the default (all stages at root), hand-written, or a file")
-        self.schedule_combo.setMinimumContentsLength(10)
-        self.schedule_combo.activated.connect(self._on_schedule_chosen)
-        tb.addWidget(self.schedule_combo)
-        tb.addSeparator()
-        tb.addWidget(QLabel(" Size: "))
-        self.size_combo = QComboBox()
-        self.size_combo.setObjectName("size_combo")
-        self.size_combo.addItems(list(zoo.SIZES))
-        self.size_combo.setCurrentText(self.size)
-        self.size_combo.setToolTip("Built-in pipelines: the small test size or the realistic full size")
-        self.size_combo.activated.connect(self._on_size_chosen)
-        tb.addWidget(self.size_combo)
-        self.addToolBar(tb)
-        self.toolbar = tb
-        self.view_menu.addSeparator()
-        self.view_menu.addAction(tb.toggleViewAction())
-        self.view_menu.addSeparator()
-        self.view_menu.addAction(self.reset_layout_action)
-
-    def _build_status_bar(self) -> None:
-        sb = self.statusBar()
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 0)  # busy indicator: a measurement has no known duration
-        self.progress.setMaximumWidth(140)
-        self.progress.setMaximumHeight(16)
-        self.progress.setTextVisible(False)
-        self.progress.hide()
-        self.progress_label = QLabel()
-        self.progress_label.hide()
-        self.info_label = QLabel()
-        sb.addPermanentWidget(self.progress_label)
-        sb.addPermanentWidget(self.progress)
-        sb.addPermanentWidget(self.info_label)
+    def docks(self) -> list[QDockWidget]:
+        return [self.pipelines_dock, self.undo_dock, self.notes_dock, self.stages_dock, self.editor_dock, self.measurement_dock]
 
     # --- opening ----------------------------------------------------------------------
     def open_pipeline(self, spec: str, schedule_spec: str | None = None) -> bool:
@@ -247,22 +192,28 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def open_pipeline_dialog(self) -> None:
+        if not self.projects.maybe_save():
+            return
         path, _ = QFileDialog.getOpenFileName(self, "Open pipeline", str(Path.cwd()), "Pipeline JSON (*.json);;All files (*)")
         if path:
             self.open_pipeline(path)
 
     @Slot(str)
     def _on_pipeline_chosen(self, name: str) -> None:
-        if name != self.doc.pipeline_spec:
+        if name == self.doc.pipeline_spec:
+            return
+        if self.projects.maybe_save():
             self.open_pipeline(name)
+        else:
+            self.pipelines.set_current(self.doc.pipeline_spec if self.doc.is_builtin else None)
 
     @Slot(int)
     def _on_schedule_chosen(self, index: int) -> None:
         spec = self.schedule_combo.itemData(index)
-        if spec is None or spec == self.doc.schedule_spec:
+        if spec is None or (spec == self.doc.schedule_spec and not self.doc.edited):
             return
         try:
-            self.doc.set_schedule(spec)
+            self.undo_stack.push(UseSchedule(self.doc, spec))
         except api.InputError as exc:
             QMessageBox.warning(self, "Cannot use schedule", str(exc))
             self._sync_schedule_combo()
@@ -274,6 +225,9 @@ class MainWindow(QMainWindow):
         size = self.size_combo.currentText()
         if size == self.size:
             return
+        if self.doc.is_builtin and not self.projects.maybe_save():
+            self.size_combo.setCurrentText(self.size)
+            return
         self.size = size
         self.pipelines.populate(size)
         if self.doc.is_builtin:
@@ -281,8 +235,18 @@ class MainWindow(QMainWindow):
 
     # --- document views ---------------------------------------------------------------
     @Slot()
+    def _on_pipeline_changed(self) -> None:
+        # Commands and variants hold schedules of the previous pipeline: start afresh.
+        self.undo_stack.clear()
+        self.measure_control.timer.stop()
+        self.history.reset(self.doc.pipeline)
+        self.projects.detach()
+
+    @Slot()
     def _on_document_changed(self) -> None:
         doc = self.doc
+        self.history.record(doc.schedule, doc.change_label, doc.schedule_spec, doc.prediction)
+        self._show_times()
         self.loop_view.set_loopnest(doc.loopnest_text, doc.spans)
         self.schedule_view.set_text(doc.schedule.dumps() + "\n")
         for view, lang in ((self.cpp_view, "cpp"), (self.python_view, "python")):
@@ -290,15 +254,70 @@ class MainWindow(QMainWindow):
                 view.set_text(doc.source(lang))
             except Exception as exc:  # noqa: BLE001  # one view's failure must not blank the others
                 view.set_text(f"# cannot export this schedule: {exc}\n")
+        name = f"{doc.pipeline.name}_{schedule_label(doc.schedule_spec)}" if doc.pipeline else "schedule"
+        for pane in self.source_panes.values():
+            pane.default_name = name
+        self._request_stmt()
         self.stages.set_document(doc)
-        self.loop_view.highlight_stage(self.stages.current_stage())
+        self.select_stage(self.stages.current_stage())
         self.pipelines.set_current(doc.pipeline_spec if doc.is_builtin else None)
         self.size_combo.setEnabled(doc.is_builtin)
         self.size_combo.setToolTip(
             "Built-in pipelines: the small test size or the realistic full size" if doc.is_builtin else "A pipeline file has fixed extents"
         )
         self._sync_schedule_combo()
-        self._update_title()
+        self._sync_measure_action()
+        self._refresh_performance()
+        self.update_title()
+
+    @Slot()
+    def _on_history_changed(self) -> None:
+        self._show_times()
+        self._refresh_performance()
+
+    def _show_times(self) -> None:
+        self.graph.show_document(self.doc, self.history.stage_times(self.doc.schedule_hash, self.doc.prediction))
+
+    @Slot()
+    def _refresh_performance(self) -> None:
+        self.performance.show_state(self.doc, self.history, self.measure_service.pending(), self.measure_control.adams_request is not None)
+
+    @Slot(object)
+    def select_stage(self, stage: str | None) -> None:
+        """One stage selection for every view: stage list, graph, loop nest and editor."""
+        if self._syncing_stage:
+            return
+        self._syncing_stage = True
+        try:
+            self.stages.select(stage)
+            self.graph.view.select_stage(stage)
+            self.loop_view.highlight_stage(stage)
+            self.editor.set_stage(stage)
+        finally:
+            self._syncing_stage = False
+
+    def current_stage(self) -> str | None:
+        return self.stages.current_stage()
+
+    @Slot()
+    def find_stage(self) -> None:
+        self.tabs.setCurrentWidget(self.graph)
+        self.graph.focus_find()
+
+    @Slot(str, str)
+    def _show_stmt(self, _key: str, text: str) -> None:
+        self.stmt_view.set_text(text)
+
+    @Slot()
+    def _request_stmt(self) -> None:
+        """Lower only while the Stmt tab is shown; the loader keeps just the latest request."""
+        doc = self.doc
+        if doc.pipeline is None or self.tabs.currentWidget() is not self.source_panes["stmt"]:
+            return
+        key = self.stmt_loader.key(doc.pipeline, doc.schedule)
+        if key != self.stmt_loader.latest:
+            self.stmt_view.set_text("# lowering with Halide…\n")
+            self.stmt_loader.request(doc.pipeline, doc.schedule)
 
     def _sync_schedule_combo(self) -> None:
         specs = list(BUILTIN_SCHEDULES) + self.extra_schedules
@@ -317,22 +336,62 @@ class MainWindow(QMainWindow):
         combo.setCurrentIndex(specs.index(self.doc.schedule_spec) if self.doc.schedule_spec in specs else 0)
         combo.blockSignals(False)
 
-    def _update_title(self) -> None:
+    @Slot()
+    def update_title(self) -> None:
         title = self.doc.title
-        self.setWindowTitle(f"{title} — Schedule Explorer" if title else "Schedule Explorer")
+        path = self.projects.path
+        name = " — ".join(x for x in (title, path.name if path is not None else "") if x)
+        # [*] shows as "*" while there are unsaved edits or notes (setWindowModified).
+        self.setWindowTitle(f"{name}[*] — Schedule Explorer" if name else "Schedule Explorer")
+        self.setWindowModified(self.projects.dirty)
         p = self.doc.pipeline
         self.info_label.setText(f"{title} · {len(p.stages)} stages · {format_flop(p.flops())}" if p is not None else "")
 
-    # --- measuring --------------------------------------------------------------------
+    # --- editing and measuring --------------------------------------------------------
+    @Slot(int)
+    def _on_edited(self, _index: int) -> None:
+        """After every edit, undo and redo (the undo stack's index moved)."""
+        self.measure_control.schedule_edited()
+
+    def restore_variant(self, number: int) -> bool:
+        """Go back to a variant of this session, as one undoable step."""
+        v = next((v for v in self.history.variants if v.number == number), None)
+        if v is None or v.hash == self.doc.schedule_hash:
+            return False
+        self.undo_stack.push(RestoreVariant(self.doc, v.schedule, v.spec, number))
+        return True
+
+    @Slot(bool)
+    def set_auto_measure(self, on: bool) -> None:
+        self.auto_measure_action.setChecked(on)
+        self.measure_control.set_auto(on)
+
     @Slot()
     def start_measurement(self) -> MeasureRequest | None:
-        if self.doc.pipeline is None or self.measure_service.busy:
-            return None
-        return self.measure_service.measure(self.doc.pipeline, self.doc.schedule, self.doc.title)
+        return self.measure_control.measure_current()
+
+    @Slot()
+    def compare_adams(self) -> None:
+        """Start the Adams2019 comparison (queuing the default schedule first if it has no
+        measurement yet), or cancel it while it runs."""
+        ctl = self.measure_control
+        if ctl.adams_request is not None:
+            ctl.cancel_adams()
+        else:
+            ctl.compare_adams()
+
+    @Slot(bool)
+    def _on_adams_changed(self, running: bool) -> None:
+        self.compare_action.setText("Cancel &Adams2019" if running else "Compare with &Adams2019")
+        self.compare_action.setIconText("Cancel Adams2019" if running else "Compare Adams2019")
+        self._refresh_performance()
+
+    def _sync_measure_action(self) -> None:
+        self.measure_action.setEnabled(self.doc.pipeline is not None and not self.measure_control.is_queued(self.doc.schedule_hash))
 
     @Slot(bool)
     def _on_busy_changed(self, busy: bool) -> None:
-        self.measure_action.setEnabled(not busy)
+        self._sync_measure_action()
         self.cancel_action.setEnabled(busy)
         self.progress.setVisible(busy)
         self.progress_label.setVisible(busy)
@@ -345,11 +404,15 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _update_progress(self) -> None:
-        self.progress_label.setText(f"Measuring… {self._elapsed.elapsed() / 1000:.1f} s")
+        queued = len(self.measure_service.pending()) - 1
+        more = f" (+{queued} queued)" if queued > 0 else ""
+        self.progress_label.setText(f"Measuring… {self._elapsed.elapsed() / 1000:.1f} s{more}")
 
     @Slot(object, object, bool)
     def _on_measured(self, request: MeasureRequest, m: Measurement, cancelled: bool) -> None:
-        self.measurement.show_result(request, m, cancelled)
+        self._elapsed.start()
+        self._sync_measure_action()
+        self._refresh_performance()
         self.measurement_dock.show()
         if cancelled:
             msg = f"Measurement of {request.label} cancelled"
@@ -375,7 +438,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def reset_layout(self) -> None:
-        for dock in (self.pipelines_dock, self.stages_dock, self.measurement_dock):
+        for dock in self.docks():
             dock.setFloating(False)
         self.restoreState(self._default_state, LAYOUT_VERSION)
 
@@ -383,19 +446,24 @@ class MainWindow(QMainWindow):
     def show_about(self) -> None:
         QMessageBox.about(self, "About Schedule Explorer", about_html())
 
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802  # Qt override
+        if any(Path(u.toLocalFile()).suffix in (SUFFIX, ".json") for u in event.mimeData().urls() if u.isLocalFile()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802  # Qt override
+        paths = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.projects.open_dropped(paths)
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802  # Qt override
+        if not self.projects.maybe_save():
+            event.ignore()
+            return
         if self.persist_layout:
             self._save_layout()
         self._tick.stop()
+        self.measure_control.timer.stop()
         self.measure_service.shutdown()
+        self.stmt_loader.shutdown()
         super().closeEvent(event)
-
-
-def about_html() -> str:
-    rows = "".join(f"<tr><td>{k}</td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in versions().items())
-    return (
-        "<h3>Schedule Explorer</h3>"
-        "<p>Explore Halide schedules of deep-learning and image-processing pipelines: "
-        "see the loop nest a schedule produces, and measure it.</p>"
-        f"<table>{rows}</table>"
-    )

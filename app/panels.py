@@ -1,20 +1,16 @@
-"""The dock panels: built-in pipelines, the stages of the open one, and the last measurement."""
+"""The dock panels: built-in pipelines and the stages of the open one (the performance
+panel has its own module)."""
 
 from __future__ import annotations
 
-import pyqtgraph as pg
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
-    QFormLayout,
-    QHBoxLayout,
     QHeaderView,
-    QLabel,
     QListWidget,
     QListWidgetItem,
-    QStackedWidget,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -25,16 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine import zoo
-from engine.measure import Measurement
 
 from .document import Document
-from .workers import MeasureRequest
-
-ERROR_COLOR = "#c62828"
-OK_COLOR = "#2e7d32"
-NEUTRAL_COLOR = "#6d6d6d"
-VERDICT_CHARS = 240
-
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 DESCRIPTION_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -223,171 +211,3 @@ class StagesPanel(QWidget):
     @Slot()
     def _on_selection(self) -> None:
         self.stage_selected.emit(self.current_stage())
-
-
-def _fmt_ms(v: float | None) -> str:
-    return "–" if v is None else f"{v:.4g} ms"
-
-
-def _result_text(m: Measurement, cancelled: bool) -> tuple[str, str]:
-    """Headline and its colour for a measurement."""
-    if cancelled:
-        return "Cancelled", NEUTRAL_COLOR
-    if m.ok and m.verified:
-        return "✔ Verified against the reference" + (" (stored result)" if m.cached else ""), OK_COLOR
-    if m.ok:
-        return "Not verified", NEUTRAL_COLOR
-    heading = {
-        "verification": "✘ Failed verification",
-        "crash": "✘ Crashed",
-        "timeout": "✘ Timed out",
-        "invalid_schedule": "✘ Invalid schedule",
-    }.get(m.error_kind or "", "✘ Error")
-    return f"{heading}: {m.error or 'no details'}", ERROR_COLOR
-
-
-class StageTimesChart(QStackedWidget):
-    """Per-stage milliseconds as horizontal bars, or a line saying why there are none."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.message = QLabel()
-        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.message.setWordWrap(True)
-        self.message.setStyleSheet(f"color: {NEUTRAL_COLOR}")
-        self.plot = pg.PlotWidget()
-        self.plot.setToolTip("Per-stage time from Halide's profiler, scaled to the median run time")
-        self._style_plot()
-        self.addWidget(self.message)
-        self.addWidget(self.plot)
-        self.show_message("")
-
-    def _style_plot(self) -> None:
-        # Follow the widget palette instead of pyqtgraph's black default.
-        pal = self.palette()
-        fg = pal.color(QPalette.ColorRole.Text)
-        self.plot.setBackground(pal.color(QPalette.ColorRole.Base))
-        item = self.plot.getPlotItem()
-        item.setMenuEnabled(False)
-        item.hideButtons()
-        item.setMouseEnabled(x=False, y=False)
-        item.showGrid(x=True, y=False, alpha=0.2)
-        item.invertY(True)  # first stage on top, as in the stage list
-        for name in ("left", "bottom"):
-            axis = item.getAxis(name)
-            axis.setPen(pg.mkPen(fg))
-            axis.setTextPen(pg.mkPen(fg))
-        bottom = item.getAxis("bottom")
-        bottom.setStyle(maxTickLevel=0)  # major ticks only: minor grid lines turn the chart grey
-        bottom.enableAutoSIPrefix(False)  # the unit stays "ms"; no "(x0.001)" scale factor
-        item.setLabel("bottom", "ms per run")
-
-    def show_message(self, text: str) -> None:
-        self.message.setText(text)
-        self.setCurrentWidget(self.message)
-
-    def show_stages(self, stages: dict[str, float]) -> None:
-        item = self.plot.getPlotItem()
-        item.clear()
-        names, values = list(stages), list(stages.values())
-        ys = list(range(len(names)))
-        brush = self.palette().color(QPalette.ColorRole.Highlight)
-        item.addItem(pg.BarGraphItem(x0=0, y=ys, height=0.6, width=values, brush=brush, pen=pg.mkPen(brush.darker(130))))
-        top = max(values) if values else 1.0
-        for y, v in zip(ys, values):
-            label = pg.TextItem(f"{v:.3g}", color=self.palette().color(QPalette.ColorRole.Text), anchor=(0, 0.5))
-            label.setPos(v + top * 0.01, y)
-            item.addItem(label)
-        item.getAxis("left").setTicks([list(zip(ys, names))])
-        item.setYRange(-0.5, len(names) - 0.5, padding=0.05)
-        item.setXRange(0, top * 1.15 or 1.0, padding=0)
-        self.setCurrentWidget(self.plot)
-
-
-class MeasurementPanel(QWidget):
-    """The latest measurement: what was measured, the verdict, timings and per-stage times."""
-
-    IDLE_TEXT = "Press Measure (Ctrl+M) to compile, time and verify the current schedule."
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.result: Measurement | None = None
-        self.title = QLabel()
-        self.title.setStyleSheet("font-weight: bold")
-        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.verdict = QLabel()
-        self.verdict.setWordWrap(True)
-        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.values: dict[str, QLabel] = {}
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        tips = {
-            "Median": "Median wall time of one run of the pipeline",
-            "Min": "Fastest run",
-            "IQR": "Interquartile range of the run times: the spread of the middle half",
-            "GFLOP/s": "Useful floating-point work per second at the median time",
-            "Compile": "Seconds Halide took to JIT-compile the pipeline",
-            "Runs": "Timed runs and Halide threads",
-        }
-        for key, tip in tips.items():
-            value = QLabel("–")
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            name = QLabel(key + ":")
-            name.setToolTip(tip)
-            value.setToolTip(tip)
-            form.addRow(name, value)
-            self.values[key] = value
-        left = QVBoxLayout()
-        left.addWidget(self.title)
-        left.addWidget(self.verdict)
-        left.addLayout(form)
-        left.addStretch(1)
-        left_box = QWidget()
-        left_box.setLayout(left)
-        left_box.setMinimumWidth(240)
-        left_box.setMaximumWidth(420)
-        self.chart = StageTimesChart()
-        lay = QHBoxLayout(self)
-        lay.addWidget(left_box, 2)
-        lay.addWidget(self.chart, 5)
-        self.clear()
-
-    def clear(self) -> None:
-        self.result = None
-        self.title.setText("No measurement yet")
-        self._set_verdict(self.IDLE_TEXT, NEUTRAL_COLOR)
-        for v in self.values.values():
-            v.setText("–")
-        self.chart.show_message("Per-stage times appear here after a measurement.")
-
-    def show_running(self, request: MeasureRequest) -> None:
-        self.title.setText(f"Measuring {request.label}…")
-        self._set_verdict("Compiling, timing and verifying in a worker process.", NEUTRAL_COLOR)
-
-    def show_result(self, request: MeasureRequest, m: Measurement, cancelled: bool = False) -> None:
-        self.result = m
-        self.title.setText(request.label)
-        self._set_verdict(*_result_text(m, cancelled))
-        self.values["Median"].setText(_fmt_ms(m.median_ms))
-        self.values["Min"].setText(_fmt_ms(m.min_ms))
-        self.values["IQR"].setText(_fmt_ms(m.iqr_ms))
-        self.values["GFLOP/s"].setText("–" if m.gflops is None else f"{m.gflops:.3g}")
-        self.values["Compile"].setText("–" if m.compile_s is None else f"{m.compile_s:.2f} s")
-        self.values["Runs"].setText(f"{m.runs} runs, {m.threads} threads" if m.runs else "–")
-        if m.stages and any(v > 0 for v in m.stages.values()):
-            self.chart.show_stages(m.stages)
-        elif not m.ok or cancelled:
-            self.chart.show_message("No per-stage profile: the measurement did not complete.")
-        else:
-            self.chart.show_message("No per-stage profile: the runs were too short for Halide's profiler to sample.")
-
-    def verdict_text(self) -> str:
-        """The whole verdict (the label may show it shortened)."""
-        return self.verdict.toolTip()
-
-    def _set_verdict(self, text: str, color: str) -> None:
-        # A crash report can quote a long stderr tail: show its start, all of it in the tooltip.
-        short = text if len(text) <= VERDICT_CHARS else text[: VERDICT_CHARS - 1] + "…"
-        self.verdict.setText(short)
-        self.verdict.setStyleSheet(f"color: {color}")
-        self.verdict.setToolTip(text)

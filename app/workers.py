@@ -3,7 +3,8 @@
 `MeasureWorker` lives in a QThread and owns a long-lived engine Runner (a warm worker
 process) and the measurement Database; both are created lazily in that thread because a
 sqlite connection may only be used by the thread that opened it. `MeasureService` is the
-GUI-side handle: it queues requests to the worker and re-emits its results.
+GUI-side handle: it queues requests (one runs at a time, so timings never compete for the
+cores), hands them to the worker one by one and re-emits the results.
 """
 
 from __future__ import annotations
@@ -30,9 +31,18 @@ MEASURE_OPTIONS: dict[str, Any] = {"profile": True, "min_time_s": 0.3}
 class MeasureRequest:
     id: int
     pipeline: Pipeline
-    schedule: Schedule
+    schedule: Schedule | None  # None with `autoscheduler`
     label: str  # what the result panel says was measured, e.g. "blur (small) · hand"
     options: dict[str, Any] = field(default_factory=lambda: dict(MEASURE_OPTIONS))
+    autoscheduler: str | None = None  # e.g. "Adams2019": Halide schedules it, then it is measured
+
+    @property
+    def schedule_key(self) -> str:
+        """What the database and the session history key the result by."""
+        if self.autoscheduler:
+            return f"auto:{self.autoscheduler}"
+        assert self.schedule is not None
+        return self.schedule.content_hash()
 
 
 class _CancellableRunner(Runner):
@@ -65,10 +75,11 @@ class MeasureWorker(QObject):
                 self._runner = _CancellableRunner(self._cancel)
             if self._db is None:
                 self._db = Database()
-            m = api.measure(request.pipeline, request.schedule, self._runner, self._db, **request.options)
+            options = dict(request.options) | ({"autoscheduler": request.autoscheduler} if request.autoscheduler else {})
+            m = api.measure(request.pipeline, request.schedule, self._runner, self._db, **options)
         except Exception as exc:  # noqa: BLE001  # anything raised here must reach the panel, not kill the thread
-            p, s = request.pipeline, request.schedule
-            m = Measurement(p.name, p.content_hash(), s.content_hash(), False, error=f"{type(exc).__name__}: {exc}", error_kind="error")
+            p = request.pipeline
+            m = Measurement(p.name, p.content_hash(), request.schedule_key, False, error=f"{type(exc).__name__}: {exc}", error_kind="error")
         self.finished.emit(request, m)
 
     @Slot()
@@ -86,11 +97,11 @@ class MeasureWorker(QObject):
 
 
 class MeasureService(QObject):
-    """GUI-thread handle on the measurement thread. One measurement at a time."""
+    """GUI-thread handle on the measurement thread: a queue, one measurement at a time."""
 
-    started = Signal(object)  # MeasureRequest
+    started = Signal(object)  # MeasureRequest, when it starts running
     finished = Signal(object, object, bool)  # MeasureRequest, Measurement, cancelled
-    busy_changed = Signal(bool)
+    busy_changed = Signal(bool)  # something is running or queued
 
     _request = Signal(object)
     _close = Signal()
@@ -98,7 +109,8 @@ class MeasureService(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._cancel = threading.Event()
-        self._pending: MeasureRequest | None = None
+        self._running: MeasureRequest | None = None
+        self._queue: list[MeasureRequest] = []
         self._next_id = 1
         self._closed = False
         self._thread = QThread()  # no parent: its lifetime is ended explicitly by shutdown()
@@ -112,31 +124,52 @@ class MeasureService(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._pending is not None
+        return self._running is not None or bool(self._queue)
 
     @property
     def running(self) -> bool:
         """Whether the measurement thread is still alive (False after shutdown)."""
         return self._thread.isRunning()
 
-    def measure(self, pipeline: Pipeline, schedule: Schedule, label: str) -> MeasureRequest:
+    @property
+    def current(self) -> MeasureRequest | None:
+        """The request being measured now."""
+        return self._running
+
+    def pending(self) -> list[MeasureRequest]:
+        """Running first, then queued, in order."""
+        return ([self._running] if self._running else []) + list(self._queue)
+
+    def measure(self, pipeline: Pipeline, schedule: Schedule | None, label: str, autoscheduler: str | None = None) -> MeasureRequest:
+        """Queue a measurement (it starts at once when nothing runs)."""
         if self._closed:
             raise RuntimeError("the measurement service is shut down")
-        if self._pending is not None:
-            raise RuntimeError("a measurement is already running")
-        # A snapshot: the document's schedule may be edited while this one is measured.
-        req = MeasureRequest(self._next_id, pipeline, Schedule.from_json(schedule.to_json()), label)
+        # A snapshot: the document's schedule may be edited while this one waits or runs.
+        snap = Schedule.from_json(schedule.to_json()) if schedule is not None and not autoscheduler else None
+        req = MeasureRequest(self._next_id, pipeline, snap, label, autoscheduler=autoscheduler)
         self._next_id += 1
-        self._cancel.clear()
-        self._pending = req
-        self.busy_changed.emit(True)
-        self.started.emit(req)
-        self._request.emit(req)
+        was_busy = self.busy
+        self._queue.append(req)
+        if not was_busy:
+            self.busy_changed.emit(True)
+        self._dispatch()
         return req
 
-    def cancel(self) -> None:
-        if self._pending is not None:
+    def cancel(self, request_id: int | None = None) -> None:
+        """Cancel one request (queued: dropped; running: its worker is stopped), or with no
+        id the running one and everything queued."""
+        removed = [r for r in self._queue if request_id is None or r.id == request_id]
+        self._queue = [r for r in self._queue if r not in removed]
+        if self._running is not None and request_id in (None, self._running.id):
             self._cancel.set()
+        elif removed and not self.busy:
+            self.busy_changed.emit(False)
+        for req in removed:
+            self._emit_cancelled(req)
+
+    def drop_queued(self, which: Callable[[MeasureRequest], bool]) -> None:
+        """Forget queued requests that no longer matter (e.g. an older edit's), silently."""
+        self._queue = [r for r in self._queue if not which(r)]
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel what runs, close the runner and database in their thread, and join it.
@@ -144,6 +177,7 @@ class MeasureService(QObject):
         if self._closed:
             return not self._thread.isRunning()
         self._closed = True
+        self._queue.clear()
         self._cancel.set()
         self._close.emit()
         ended = self._thread.wait(timeout_ms)
@@ -151,11 +185,26 @@ class MeasureService(QObject):
             print("schedule-explorer: the measurement thread did not stop in time", file=sys.stderr)
         return ended
 
+    def _dispatch(self) -> None:
+        if self._running is not None or not self._queue or self._closed:
+            return
+        self._running = self._queue.pop(0)
+        self._cancel.clear()  # the worker is idle: no job can see the flag change under it
+        self.started.emit(self._running)
+        self._request.emit(self._running)
+
+    def _emit_cancelled(self, req: MeasureRequest) -> None:
+        p = req.pipeline
+        m = Measurement(p.name, p.content_hash(), req.schedule_key, False, error="cancelled before it started", error_kind="error")
+        self.finished.emit(req, m, True)
+
     @Slot(object, object)
     def _on_finished(self, request: MeasureRequest, m: Measurement) -> None:
-        if self._closed or self._pending is None or request.id != self._pending.id:
+        if self._closed or self._running is None or request.id != self._running.id:
             return
         cancelled = self._cancel.is_set() and not m.ok
-        self._pending = None
-        self.busy_changed.emit(False)
+        self._running = None
+        if not self._queue:
+            self.busy_changed.emit(False)
         self.finished.emit(request, m, cancelled)
+        self._dispatch()  # the next one (a slot above may have queued it already)

@@ -1,0 +1,92 @@
+"""Undoable schedule changes. Each command holds the document's schedule before and after
+(deep copies) and swaps them on undo/redo through Document.replace_schedule; views follow
+the document's `changed` signal and are never touched here. The "after" schedule is built
+and validated in the constructor, so an invalid edit raises ScheduleError before anything
+reaches the undo stack."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QUndoCommand
+
+from engine.schedule import Schedule, format_directive
+
+from . import edits
+from .document import Document, schedule_label
+from .edits import Directive
+from .history import copy_schedule
+
+
+class ScheduleCommand(QUndoCommand):
+    """Replace the document's schedule (and optionally its spec); undo puts the old one back."""
+
+    def __init__(self, doc: Document, after: Schedule, text: str, spec: str | None = None, stage: str | None = None) -> None:
+        super().__init__(text)
+        self.doc = doc
+        self.stage = stage  # the stage edited, if one: the editor shows it after undo/redo
+        self.before = copy_schedule(doc.schedule), doc.schedule_spec
+        self.after = copy_schedule(after), spec or doc.schedule_spec
+
+    def redo(self) -> None:
+        sched, spec = self.after
+        self.doc.replace_schedule(copy_schedule(sched), spec, self.text())
+
+    def undo(self) -> None:
+        sched, spec = self.before
+        self.doc.replace_schedule(copy_schedule(sched), spec, f"undo {self.text()}")
+
+
+def _where(stage: str, update: bool) -> str:
+    return f"{stage}{'.update' if update else ''}"
+
+
+class AddDirective(ScheduleCommand):
+    def __init__(self, doc: Document, stage: str, update: bool, d: Directive) -> None:
+        assert doc.pipeline is not None
+        after = edits.add(doc.pipeline, doc.schedule, stage, update, d)
+        super().__init__(doc, after, f"{_where(stage, update)}: add {format_directive(d)}", stage=stage)
+
+
+class EditDirective(ScheduleCommand):
+    def __init__(self, doc: Document, stage: str, update: bool, index: int, d: Directive) -> None:
+        assert doc.pipeline is not None
+        after = edits.replace(doc.pipeline, doc.schedule, stage, update, index, d)
+        super().__init__(doc, after, f"{_where(stage, update)}: #{index} → {format_directive(d)}", stage=stage)
+
+
+class RemoveDirective(ScheduleCommand):
+    def __init__(self, doc: Document, stage: str, update: bool, index: int) -> None:
+        assert doc.pipeline is not None
+        old = edits.directives(doc.schedule, stage, update)[index]
+        after = edits.remove(doc.pipeline, doc.schedule, stage, update, index)
+        super().__init__(doc, after, f"{_where(stage, update)}: remove {format_directive(old)}", stage=stage)
+
+
+class MoveDirective(ScheduleCommand):
+    def __init__(self, doc: Document, stage: str, update: bool, index: int, delta: int) -> None:
+        assert doc.pipeline is not None
+        d = edits.directives(doc.schedule, stage, update)[index]
+        after = edits.move(doc.pipeline, doc.schedule, stage, update, index, delta)
+        word = "up" if delta < 0 else "down"
+        super().__init__(doc, after, f"{_where(stage, update)}: move {format_directive(d)} {word}", stage=stage)
+
+
+class QuickAction(ScheduleCommand):
+    def __init__(self, doc: Document, stage: str, update: bool, action: str) -> None:
+        assert doc.pipeline is not None
+        label, _tip, fn = edits.QUICK_ACTIONS[action]
+        after = fn(doc.pipeline, doc.schedule, stage, update)
+        super().__init__(doc, after, f"{_where(stage, update)}: {label.lower()}", stage=stage)
+
+
+class UseSchedule(ScheduleCommand):
+    """Switch to a named schedule (default, hand, a file); raises api.InputError."""
+
+    def __init__(self, doc: Document, spec: str) -> None:
+        super().__init__(doc, doc.load_spec(spec), f"use the {schedule_label(spec)} schedule", spec=spec)
+
+
+class RestoreVariant(ScheduleCommand):
+    """Go back to a schedule seen earlier in the session (from the history plot)."""
+
+    def __init__(self, doc: Document, schedule: Schedule, spec: str, number: int) -> None:
+        super().__init__(doc, schedule, f"return to variant {number}", spec=spec)

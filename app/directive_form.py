@@ -1,0 +1,328 @@
+"""The form that builds one directive: a kind combo, then only the fields that kind takes,
+each offering the legal choices at that point of the definition (the loops that exist
+after the directives before it, the stages downstream and their final loops)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.ir import Pipeline
+from engine.loops import TAILS, Loop
+from engine.schedule import Schedule, final_loops
+
+from .edits import Directive, fresh_name
+
+# Kinds offered, in menu order, with a short explanation for the combo's tooltip.
+KINDS: dict[str, str] = {
+    "split": "split a loop into an outer and an inner loop",
+    "tile": "split two loops and move both inner loops innermost",
+    "reorder": "change the loop order",
+    "fuse": "merge two adjacent loops into one",
+    "vectorize": "run a loop as SIMD lanes (optionally splitting it first)",
+    "parallel": "run a loop's iterations on several threads",
+    "unroll": "unroll a loop (optionally splitting it first)",
+    "compute_at": "compute the stage inside a consumer's loop",
+    "compute_root": "compute the whole stage before its consumers",
+    "compute_inline": "substitute the stage into its consumers",
+    "store_at": "allocate the stage's buffer at a consumer's loop",
+    "store_root": "allocate the stage's buffer at the outermost level",
+}
+MARKERS = ("vectorize", "parallel", "unroll")
+# Form rows each kind shows (row keys of DirectiveForm.rows).
+ROWS: dict[str, tuple[str, ...]] = {
+    "split": ("loop", "outer", "inner", "factor", "tail"),
+    "tile": ("x", "y", "xo", "yo", "xi", "yi", "xf", "yf", "tail"),
+    "reorder": ("loops",),
+    "fuse": ("fuse_outer", "fuse_inner", "fused"),
+    "vectorize": ("loop", "mfactor", "tail"),
+    "parallel": ("loop", "mfactor", "tail"),
+    "unroll": ("loop", "mfactor", "tail"),
+    "compute_at": ("consumer", "consumer_loop"),
+    "store_at": ("consumer", "consumer_loop"),
+    "compute_root": (),
+    "compute_inline": (),
+    "store_root": (),
+}
+
+
+def _spin(lo: int, hi: int, value: int) -> QSpinBox:
+    sb = QSpinBox()
+    sb.setRange(lo, hi)
+    sb.setValue(value)
+    return sb
+
+
+def _loop_text(lp: Loop) -> str:
+    kind = "" if lp.kind == "serial" else f", {lp.kind}"
+    return f"{lp.name}  [{lp.extent}{kind}{', rvar' if lp.rvar else ''}]"
+
+
+class DirectiveForm(QWidget):
+    """Emits `submitted(directive)`; the editor decides whether it applies."""
+
+    submitted = Signal(object)  # a dict; not Signal(dict): a QVariantMap would sort its keys
+    cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.p: Pipeline | None = None
+        self.sched: Schedule | None = None
+        self.stage = ""
+        self.loops: list[Loop] = []
+        self.kind = QComboBox()
+        self.kind.setObjectName("directive_kind")
+        for k, tip in KINDS.items():
+            self.kind.addItem(k, k)
+            self.kind.setItemData(self.kind.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.rows: dict[str, QWidget] = {}
+        self.form = QFormLayout()
+        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.form.addRow("Kind:", self.kind)
+        combos = ("loop", "x", "y", "fuse_outer", "fuse_inner", "consumer", "consumer_loop", "tail")
+        labels = {
+            "loop": "Loop:", "outer": "Outer name:", "inner": "Inner name:", "factor": "Factor:", "tail": "Tail:",
+            "x": "x (inner dim):", "y": "y (outer dim):", "xo": "xo name:", "yo": "yo name:", "xi": "xi name:", "yi": "yi name:",
+            "xf": "x factor:", "yf": "y factor:", "loops": "Order:", "fuse_outer": "Outer loop:", "fuse_inner": "Inner loop:",
+            "fused": "Fused name:", "mfactor": "Split by:", "consumer": "Consumer:", "consumer_loop": "At loop:",
+        }  # fmt: skip
+        for key, label in labels.items():
+            if key in combos:
+                w: QWidget = QComboBox()
+            elif key in ("factor", "xf", "yf"):
+                w = _spin(1, 1 << 20, 8)
+            elif key == "mfactor":
+                w = _spin(0, 1 << 20, 0)
+                w.setSpecialValueText("none (whole loop)")
+            elif key == "loops":
+                w = QListWidget()
+                w.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
+                w.setToolTip("Innermost first (Halide's order). Drag to reorder; untick loops to leave them where they are.")
+                w.setMaximumHeight(120)
+            else:
+                w = QLineEdit()
+            w.setObjectName(f"field_{key}")
+            self.rows[key] = w
+            self.form.addRow(label, w)
+        tail = self.combo("tail")
+        tail.addItem("auto (default)", None)
+        for t in TAILS[1:]:
+            tail.addItem(t, t)
+        self.apply_button = QPushButton("Apply")
+        self.apply_button.setDefault(True)
+        self.apply_button.clicked.connect(self._submit)
+        cancel = QPushButton("Cancel")
+        cancel.clicked.connect(self.cancelled)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(cancel)
+        buttons.addWidget(self.apply_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(self.form)
+        lay.addLayout(buttons)
+        self.kind.currentIndexChanged.connect(self._show_rows)
+        self.combo("loop").currentIndexChanged.connect(self._suggest_split_names)
+        self.combo("x").currentIndexChanged.connect(self._suggest_tile_names)
+        self.combo("y").currentIndexChanged.connect(self._suggest_tile_names)
+        self.combo("fuse_inner").currentIndexChanged.connect(self._suggest_fused_name)
+        self.combo("consumer").currentIndexChanged.connect(self._fill_consumer_loops)
+
+    def combo(self, key: str) -> QComboBox:
+        w = self.rows[key]
+        assert isinstance(w, QComboBox)
+        return w
+
+    def edit(self, key: str) -> QLineEdit:
+        w = self.rows[key]
+        assert isinstance(w, QLineEdit)
+        return w
+
+    def spin(self, key: str) -> QSpinBox:
+        w = self.rows[key]
+        assert isinstance(w, QSpinBox)
+        return w
+
+    # --- context ----------------------------------------------------------------------
+    def setup(self, p: Pipeline, sched: Schedule, stage: str, loops: list[Loop], is_pure: bool) -> None:
+        """The choices for a directive of `stage` that sees `loops`; compute and store
+        directives only exist on the pure definition."""
+        self.p, self.sched, self.stage, self.loops = p, sched, stage, loops
+        model = self.kind.model()
+        for row in range(self.kind.count()):
+            k = self.kind.itemData(row)
+            enabled = is_pure or not (k.startswith("compute") or k.startswith("store"))
+            item = model.item(row) if hasattr(model, "item") else None
+            if item is not None:
+                item.setEnabled(enabled)
+        for key in ("loop", "x", "y", "fuse_outer", "fuse_inner"):
+            c = self.combo(key)
+            c.blockSignals(True)
+            c.clear()
+            for lp in loops:
+                c.addItem(_loop_text(lp), lp.name)
+            c.blockSignals(False)
+        inner = len(loops) - 1
+        serial = [k for k, lp in enumerate(loops) if lp.kind == "serial"]  # a marked loop cannot be split
+        self.combo("loop").setCurrentIndex(serial[-1] if serial else inner)
+        self.combo("x").setCurrentIndex(serial[-1] if serial else inner)
+        self.combo("y").setCurrentIndex(serial[-2] if len(serial) > 1 else max(0, inner - 1))
+        self.combo("fuse_inner").setCurrentIndex(inner)
+        self.combo("fuse_outer").setCurrentIndex(max(0, inner - 1))
+        order = self.rows["loops"]
+        assert isinstance(order, QListWidget)
+        order.clear()
+        for lp in reversed(loops):
+            it = QListWidgetItem(_loop_text(lp))
+            it.setData(Qt.ItemDataRole.UserRole, lp.name)
+            it.setFlags(it.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            it.setCheckState(Qt.CheckState.Checked)
+            order.addItem(it)
+        consumers = self.combo("consumer")
+        consumers.blockSignals(True)
+        consumers.clear()
+        topo = {n: k for k, n in enumerate(nx.topological_sort(p.graph))}
+        for c in sorted((n for n in p.downstream(stage) if n in p.stage_map), key=topo.get):
+            inlined = sched.of(c).compute()["kind"] == "compute_inline"
+            consumers.addItem(c + ("  (inlined)" if inlined else ""), c)
+        consumers.blockSignals(False)
+        self._fill_consumer_loops()
+        self._suggest_split_names()
+        self._suggest_tile_names()
+        self._suggest_fused_name()
+        self._show_rows()
+
+    def set_kind(self, kind: str) -> None:
+        self.kind.setCurrentIndex(self.kind.findData(kind))
+
+    def load(self, d: Directive) -> None:
+        """Show an existing directive's values."""
+        self.set_kind(d["kind"])
+        for key in ("loop", "x", "y"):
+            if key in d:
+                self.combo(key).setCurrentIndex(self.combo(key).findData(d[key]))
+        for key in ("outer", "inner", "xo", "yo", "xi", "yi", "fused"):
+            if key in d:
+                self.edit(key).setText(d[key])
+        if d["kind"] == "fuse":
+            self.combo("fuse_inner").setCurrentIndex(self.combo("fuse_inner").findData(d["inner"]))
+            self.combo("fuse_outer").setCurrentIndex(self.combo("fuse_outer").findData(d["outer"]))
+            self.edit("fused").setText(d["fused"])
+        for key in ("xf", "yf"):
+            if key in d:
+                self.spin(key).setValue(d[key])
+        if "factor" in d:
+            self.spin("mfactor" if d["kind"] in MARKERS else "factor").setValue(d["factor"] or 0)
+        self.combo("tail").setCurrentIndex(max(0, self.combo("tail").findData(d.get("tail"))))
+        if "consumer" in d:
+            self.combo("consumer").setCurrentIndex(self.combo("consumer").findData(d["consumer"]))
+            self.combo("consumer_loop").setCurrentIndex(self.combo("consumer_loop").findData(d["loop"]))
+        if d["kind"] == "reorder":
+            order = self.rows["loops"]
+            assert isinstance(order, QListWidget)
+            named = list(d["loops"])
+            items = [order.takeItem(0) for _ in range(order.count())]
+            items.sort(key=lambda it: named.index(it.data(Qt.ItemDataRole.UserRole)) if it.data(Qt.ItemDataRole.UserRole) in named else 99)
+            for it in items:
+                listed = it.data(Qt.ItemDataRole.UserRole) in named
+                it.setCheckState(Qt.CheckState.Checked if listed else Qt.CheckState.Unchecked)
+                order.addItem(it)
+
+    # --- the directive ----------------------------------------------------------------
+    def directive(self) -> Directive:
+        kind = self.kind.currentData()
+        d: dict[str, Any] = {"kind": kind}
+        tail = self.combo("tail").currentData()
+        if kind == "split":
+            d |= {"loop": self.combo("loop").currentData(), "outer": self.edit("outer").text().strip()}
+            d |= {"inner": self.edit("inner").text().strip(), "factor": self.spin("factor").value()}
+        elif kind == "tile":
+            d |= {"x": self.combo("x").currentData(), "y": self.combo("y").currentData()}
+            d |= {k: self.edit(k).text().strip() for k in ("xo", "yo", "xi", "yi")}
+            d |= {"xf": self.spin("xf").value(), "yf": self.spin("yf").value()}
+        elif kind == "reorder":
+            order = self.rows["loops"]
+            assert isinstance(order, QListWidget)
+            d["loops"] = [
+                order.item(k).data(Qt.ItemDataRole.UserRole)
+                for k in range(order.count())
+                if order.item(k).checkState() == Qt.CheckState.Checked
+            ]
+        elif kind == "fuse":
+            d |= {"inner": self.combo("fuse_inner").currentData(), "outer": self.combo("fuse_outer").currentData()}
+            d["fused"] = self.edit("fused").text().strip()
+        elif kind in MARKERS:
+            d["loop"] = self.combo("loop").currentData()
+            if self.spin("mfactor").value() > 0:
+                d["factor"] = self.spin("mfactor").value()
+        elif kind in ("compute_at", "store_at"):
+            d |= {"consumer": self.combo("consumer").currentData(), "loop": self.combo("consumer_loop").currentData()}
+        if tail and (kind in ("split", "tile") or "factor" in d):
+            d["tail"] = tail
+        return d
+
+    @Slot()
+    def _submit(self) -> None:
+        self.submitted.emit(self.directive())
+
+    @Slot()
+    def _show_rows(self) -> None:
+        shown = set(ROWS.get(self.kind.currentData(), ()))
+        for key, w in self.rows.items():
+            self.form.setRowVisible(w, key in shown)
+
+    def _taken(self) -> set[str]:
+        return {lp.name for lp in self.loops}
+
+    @Slot()
+    def _suggest_split_names(self) -> None:
+        loop = self.combo("loop").currentData() or "x"
+        taken = self._taken() - {loop}
+        outer = fresh_name(taken, f"{loop}o")
+        self.edit("outer").setText(outer)
+        self.edit("inner").setText(fresh_name(taken | {outer}, f"{loop}i"))
+
+    @Slot()
+    def _suggest_tile_names(self) -> None:
+        x, y = self.combo("x").currentData() or "x", self.combo("y").currentData() or "y"
+        taken = self._taken() - {x, y}
+        for key, base in (("xo", f"{x}o"), ("xi", f"{x}i"), ("yo", f"{y}o"), ("yi", f"{y}i")):
+            name = fresh_name(taken, base)
+            taken.add(name)
+            self.edit(key).setText(name)
+
+    @Slot()
+    def _suggest_fused_name(self) -> None:
+        inner, outer = self.combo("fuse_inner").currentData(), self.combo("fuse_outer").currentData()
+        if inner and outer:
+            self.edit("fused").setText(fresh_name(self._taken() - {inner, outer}, f"{outer}_{inner}"))
+
+    @Slot()
+    def _fill_consumer_loops(self) -> None:
+        c = self.combo("consumer_loop")
+        c.clear()
+        consumer = self.combo("consumer").currentData()
+        if consumer is None or self.p is None or self.sched is None:
+            return
+        try:
+            loops = final_loops(self.p, self.sched, consumer)
+        except ValueError:
+            return
+        for lp in loops:
+            c.addItem(_loop_text(lp), lp.name)
+        c.setCurrentIndex(0)

@@ -1,0 +1,156 @@
+"""Schedule edits as pure functions: each takes a schedule and returns a new, validated one
+(or raises ScheduleError with the engine's message), never touching its argument. The
+undoable commands (commands.py) and the editor's form both go through these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.ir import Pipeline
+from engine.loops import Loop
+from engine.schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, StageSchedule, definition_loops, validate
+
+from .history import copy_schedule
+
+Directive = dict[str, Any]
+VECTOR_WIDTH = 8  # float32 lanes of AVX2; vectorize_innermost splits by this
+TILE = (32, 8)  # tile_innermost: inner x by inner y
+
+
+def directives(s: Schedule, stage: str, update: bool) -> list[Directive]:
+    ss = s.of(stage)
+    return [dict(d) for d in (ss.update if update else ss.pure)]
+
+
+def with_directives(p: Pipeline, s: Schedule, stage: str, update: bool, new: list[Directive]) -> Schedule:
+    """A copy of `s` with one definition's directives replaced; validated against `p`."""
+    out = copy_schedule(s)
+    ss = out.stages.setdefault(stage, StageSchedule())
+    if update:
+        ss.update = [dict(d) for d in new]
+    else:
+        ss.pure = [dict(d) for d in new]
+    if not ss.pure and not ss.update:
+        del out.stages[stage]
+    validate(p, out)
+    if out.content_hash() == s.content_hash():  # e.g. "Root" on a stage already at root: no undo step for nothing
+        raise ScheduleError(stage, "this edit changes nothing")
+    return out
+
+
+def add(p: Pipeline, s: Schedule, stage: str, update: bool, d: Directive) -> Schedule:
+    return with_directives(p, s, stage, update, directives(s, stage, update) + [d])
+
+
+def replace(p: Pipeline, s: Schedule, stage: str, update: bool, index: int, d: Directive) -> Schedule:
+    ds = directives(s, stage, update)
+    ds[index] = d
+    return with_directives(p, s, stage, update, ds)
+
+
+def remove(p: Pipeline, s: Schedule, stage: str, update: bool, index: int) -> Schedule:
+    ds = directives(s, stage, update)
+    del ds[index]
+    return with_directives(p, s, stage, update, ds)
+
+
+def move(p: Pipeline, s: Schedule, stage: str, update: bool, index: int, delta: int) -> Schedule:
+    ds = directives(s, stage, update)
+    j = index + delta
+    if not 0 <= j < len(ds):
+        raise ScheduleError(stage, f"directive #{index} cannot move {'up' if delta < 0 else 'down'}")
+    ds[index], ds[j] = ds[j], ds[index]
+    return with_directives(p, s, stage, update, ds)
+
+
+def loops_before(p: Pipeline, s: Schedule, stage: str, update: bool, index: int | None = None) -> list[Loop]:
+    """The loops directive #index sees (all directives before it applied); None: after all."""
+    ds = directives(s, stage, update)
+    head = ds if index is None else ds[:index]
+    trial = copy_schedule(s)
+    ss = trial.stages.setdefault(stage, StageSchedule())
+    if update:
+        ss.update = head
+    else:
+        ss.pure = head
+    return definition_loops(p, trial, stage, update)
+
+
+def fresh_name(taken: set[str], base: str) -> str:
+    """`base`, or base2, base3, ... if taken."""
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
+# --- quick actions ---------------------------------------------------------------------
+def _tile_factor(target: int, extent: int) -> int:
+    """`target`, or half the loop when it is shorter than two tiles (so the tile is real)."""
+    return target if extent >= 2 * target else max(1, extent // 2)
+
+
+def tile_innermost(p: Pipeline, s: Schedule, stage: str, update: bool) -> Schedule:
+    """Tile the two innermost serial pure loops (x innermost) by about TILE. Reduction
+    loops are left alone: tiling them would not change what is computed where."""
+    loops = loops_before(p, s, stage, update)
+    cands = [lp for lp in loops if lp.kind == "serial" and not lp.rvar and lp.extent >= 2]
+    if len(cands) < 2:
+        raise ScheduleError(stage, "needs two serial pure loops of at least 2 iterations to tile")
+    y, x = cands[-2], cands[-1]
+    taken = {lp.name for lp in loops}
+    names = {}
+    for key, base in (("xo", x.name + "o"), ("xi", x.name + "i"), ("yo", y.name + "o"), ("yi", y.name + "i")):
+        names[key] = fresh_name(taken, base)
+        taken.add(names[key])
+    d = {"kind": "tile", "x": x.name, "y": y.name, **names, "xf": _tile_factor(TILE[0], x.extent), "yf": _tile_factor(TILE[1], y.extent)}
+    return add(p, s, stage, update, d)
+
+
+def vectorize_innermost(p: Pipeline, s: Schedule, stage: str, update: bool) -> Schedule:
+    """Vectorize the innermost pure loop of more than one iteration (refused when that one is
+    already vectorized, parallel or unrolled), split by VECTOR_WIDTH when it is longer."""
+    loops = [lp for lp in loops_before(p, s, stage, update) if not lp.rvar and lp.extent > 1]
+    if not loops:
+        raise ScheduleError(stage, "has no pure loop of more than one iteration to vectorize")
+    lp = loops[-1]
+    if lp.kind != "serial":
+        raise ScheduleError(stage, f"its innermost loop {lp.name!r} is already {lp.kind}")
+    d: Directive = {"kind": "vectorize", "loop": lp.name}
+    if lp.extent > VECTOR_WIDTH:
+        d["factor"] = VECTOR_WIDTH
+    return add(p, s, stage, update, d)
+
+
+def parallelize_outermost(p: Pipeline, s: Schedule, stage: str, update: bool) -> Schedule:
+    """Parallelize the outermost pure serial loop with more than one iteration."""
+    loops = [lp for lp in loops_before(p, s, stage, update) if lp.kind == "serial" and not lp.rvar and lp.extent > 1]
+    if not loops:
+        raise ScheduleError(stage, "has no serial pure loop with more than one iteration to parallelize")
+    return add(p, s, stage, update, {"kind": "parallel", "loop": loops[0].name})
+
+
+def _set_compute(p: Pipeline, s: Schedule, stage: str, compute: Directive, keep_loops: bool) -> Schedule:
+    kept = [d for d in directives(s, stage, False) if d.get("kind") not in COMPUTE_KINDS + STORE_KINDS] if keep_loops else []
+    return with_directives(p, s, stage, False, [compute, *kept])
+
+
+def inline(p: Pipeline, s: Schedule, stage: str, update: bool = False) -> Schedule:
+    """compute_inline; the stage's loop directives go too (an inlined stage has no loops)."""
+    return _set_compute(p, s, stage, {"kind": "compute_inline"}, keep_loops=False)
+
+
+def compute_root(p: Pipeline, s: Schedule, stage: str, update: bool = False) -> Schedule:
+    """compute_root in place of any compute/store directive; loop directives are kept."""
+    return _set_compute(p, s, stage, {"kind": "compute_root"}, keep_loops=True)
+
+
+# name -> (button text, what it does, the edit)
+QUICK_ACTIONS: dict[str, tuple[str, str, Callable[..., Schedule]]] = {
+    "tile": ("Tile 2-D", f"Tile the two innermost loops {TILE[0]}x{TILE[1]}", tile_innermost),
+    "vectorize": ("Vectorize", f"Vectorize the innermost loop ({VECTOR_WIDTH} lanes)", vectorize_innermost),
+    "parallel": ("Parallel", "Parallelize the outermost loop", parallelize_outermost),
+    "inline": ("Inline", "Compute the stage inline in its consumers (drops its loop directives)", inline),
+    "root": ("Root", "Compute the whole stage before its consumers (compute_root)", compute_root),
+}

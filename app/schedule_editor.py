@@ -1,0 +1,295 @@
+"""The stage schedule editor: the selected stage's directives (pure and, for reductions,
+update definition) as an editable list, a form for adding or changing one, and quick
+actions. Every change is pushed as one undoable command; a change the engine rejects is
+shown here with its ScheduleError message and never reaches the document."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QUndoStack
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QScrollArea,
+    QTabBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.api import InputError
+from engine.schedule import ScheduleError, format_directive
+
+from . import edits
+from .commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
+from .directive_form import DirectiveForm
+from .document import Document
+
+ERROR_COLOR = "#c62828"
+MUTED = "color: palette(placeholder-text)"
+
+
+class ScheduleEditor(QWidget):
+    """Edits `doc` through `stack`; `set_stage` chooses the stage shown."""
+
+    edit_rejected = Signal(str)  # the engine's message
+
+    def __init__(self, doc: Document, stack: QUndoStack, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.doc, self.stack = doc, stack
+        self.stage: str | None = None
+        self.editing: int | None = None  # index of the directive in the form, None when adding
+        self.heading = QLabel()
+        self.heading.setStyleSheet("font-weight: bold")
+        self.heading.setWordWrap(True)
+        self.quick: dict[str, QPushButton] = {}
+        quick_row = QHBoxLayout()
+        quick_row.setSpacing(3)
+        for key, (label, tip, _fn) in edits.QUICK_ACTIONS.items():
+            b = QPushButton(label)
+            b.setMinimumWidth(44)  # the style's 80 px minimum would not fit five in a narrow dock
+            b.setObjectName(f"quick_{key}")
+            b.setToolTip(tip)
+            b.clicked.connect(lambda _=False, k=key: self.quick_action(k))
+            quick_row.addWidget(b)
+            self.quick[key] = b
+        self.definition = QTabBar()
+        self.definition.setDocumentMode(True)
+        self.definition.addTab("Pure definition")
+        self.definition.addTab("Update definition")
+        self.definition.setToolTip("A reduction has two definitions, each with its own loops and directives")
+        self.definition.currentChanged.connect(self.refresh)
+        self.list = QListWidget()
+        self.list.setMinimumHeight(90)
+        self.list.setObjectName("directive_list")
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setToolTip("Directives in the order Halide applies them; double-click one to change it")
+        self.list.itemDoubleClicked.connect(self.begin_edit)
+        self.list.currentRowChanged.connect(self._update_buttons)
+        self.loops_label = QLabel()
+        self.loops_label.setWordWrap(True)
+        self.loops_label.setStyleSheet(MUTED)
+        self.loops_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.buttons: dict[str, QPushButton] = {}
+        row = QHBoxLayout()
+        row.setSpacing(3)
+        for key, text, tip, slot in (
+            ("add", "Add…", "Add a directive at the end", self.begin_add),
+            ("edit", "Edit…", "Change the selected directive", self.begin_edit),
+            ("remove", "Remove", "Remove the selected directive", self.remove_selected),
+            ("up", "↑", "Move the selected directive earlier", lambda: self.move_selected(-1)),
+            ("down", "↓", "Move the selected directive later", lambda: self.move_selected(1)),
+        ):
+            b = QPushButton(text)
+            b.setMinimumWidth(32 if len(text) == 1 else 44)
+            b.setObjectName(f"directive_{key}")
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            row.addWidget(b)
+            self.buttons[key] = b
+        self.form = DirectiveForm()
+        self.form_box = QGroupBox()
+        box = QVBoxLayout(self.form_box)
+        box.addWidget(self.form)
+        self.form_box.hide()
+        self.form.submitted.connect(self._submit_form)
+        self.form.cancelled.connect(self.close_form)
+        self.error = QLabel()
+        self.error.setObjectName("editor_error")
+        self.error.setWordWrap(True)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setStyleSheet(f"color: {ERROR_COLOR}")
+        self.error.hide()
+        self.placeholder = QLabel("Select a stage (in the graph or the stage list) to edit its schedule.")
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet(MUTED)
+        self.body = QWidget()
+        lay = QVBoxLayout(self.body)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.heading)
+        lay.addLayout(quick_row)
+        lay.addWidget(self.definition)
+        lay.addWidget(self.list, 1)
+        lay.addLayout(row)
+        lay.addWidget(self.loops_label)
+        lay.addWidget(self.form_box)
+        lay.addWidget(self.error)
+        # In a scroll area: opening the form must not squeeze the dock above this one.
+        content = QWidget()
+        inner = QVBoxLayout(content)
+        inner.addWidget(self.placeholder)
+        inner.addWidget(self.body, 1)
+        self.scroll = scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        doc.changed.connect(self._on_document_changed)
+        self.refresh()
+
+    # --- state ------------------------------------------------------------------------
+    @property
+    def is_update(self) -> bool:
+        return self.definition.currentIndex() == 1 and self.definition.isTabVisible(1)
+
+    def set_stage(self, stage: str | None) -> None:
+        if stage == self.stage:
+            return
+        self.stage = stage
+        self.close_form()
+        self.clear_error()
+        # A reduction's work happens in its update definition: show that one first (its
+        # compute/store directives are on the pure tab).
+        p = self.doc.pipeline
+        reduction = p is not None and stage is not None and p.stage(stage).is_reduction
+        self.definition.blockSignals(True)
+        self.definition.setTabVisible(1, reduction)
+        self.definition.setCurrentIndex(1 if reduction else 0)
+        self.definition.blockSignals(False)
+        self.refresh()
+
+    @Slot()
+    def _on_document_changed(self) -> None:
+        p = self.doc.pipeline
+        if self.stage is not None and (p is None or self.stage not in p.stage_map):
+            self.stage = None
+        self.close_form()  # its choices were computed for the schedule as it was
+        self.refresh()
+
+    @Slot()
+    def refresh(self) -> None:
+        p, stage = self.doc.pipeline, self.stage
+        self.placeholder.setVisible(stage is None)
+        self.body.setVisible(stage is not None)
+        if p is None or stage is None:
+            return
+        s = p.stage(stage)
+        self.definition.setTabVisible(1, s.is_reduction)
+        kind = "reduction" if s.is_reduction else "stage"
+        if stage in p.outputs:
+            kind = "output " + kind
+        self.heading.setText(f"{stage}  ·  {s.op} {kind}  ·  computed {self.doc.placement_text(stage)}")
+        row = self.list.currentRow()
+        self.list.clear()
+        for k, d in enumerate(edits.directives(self.doc.schedule, stage, self.is_update)):
+            item = QListWidgetItem(f"{k}.  {format_directive(d)}")
+            item.setToolTip(format_directive(d))
+            self.list.addItem(item)
+        if self.list.count():
+            self.list.setCurrentRow(min(max(row, 0), self.list.count() - 1))
+        loops = edits.loops_before(p, self.doc.schedule, stage, self.is_update)
+        text = ", ".join(lp.name + (f" ({lp.kind})" if lp.kind != "serial" else "") + f" {lp.extent}" for lp in loops)
+        self.loops_label.setText(f"Loops, outer → inner: {text}")
+        no_inline = "an output is always computed at root" if stage in p.outputs else "a reduction cannot be inlined"
+        self.quick["inline"].setEnabled(stage not in p.outputs and not s.is_reduction)
+        self.quick["inline"].setToolTip(edits.QUICK_ACTIONS["inline"][1] if self.quick["inline"].isEnabled() else f"Not here: {no_inline}")
+        self._update_buttons()
+
+    @Slot()
+    def _update_buttons(self) -> None:
+        row, n = self.list.currentRow(), self.list.count()
+        self.buttons["edit"].setEnabled(row >= 0)
+        self.buttons["remove"].setEnabled(row >= 0)
+        self.buttons["up"].setEnabled(row > 0)
+        self.buttons["down"].setEnabled(0 <= row < n - 1)
+
+    # --- edits ------------------------------------------------------------------------
+    def _push(self, make: Callable[[], ScheduleCommand]) -> bool:
+        """Build the command (which validates the new schedule) and push it; on a rejected
+        edit show the engine's message and leave the document alone."""
+        try:
+            cmd = make()
+        except (ScheduleError, InputError) as exc:
+            self.show_error(str(exc))
+            return False
+        self.stack.push(cmd)  # runs redo(): the document changes and every view follows
+        self.clear_error()
+        return True
+
+    def show_error(self, message: str) -> None:
+        self.error.setText(message)
+        self.error.show()
+        self.edit_rejected.emit(message)
+
+    def clear_error(self) -> None:
+        self.error.clear()
+        self.error.hide()
+
+    def quick_action(self, key: str) -> bool:
+        if self.stage is None:
+            return False
+        stage, update = self.stage, self.is_update and key not in ("inline", "root")
+        return self._push(lambda: QuickAction(self.doc, stage, update, key))
+
+    @Slot()
+    def begin_add(self) -> None:
+        self._open_form(None)
+
+    @Slot()
+    def begin_edit(self) -> None:
+        if self.list.currentRow() >= 0:
+            self._open_form(self.list.currentRow())
+
+    def _open_form(self, index: int | None) -> None:
+        p, stage = self.doc.pipeline, self.stage
+        if p is None or stage is None:
+            return
+        self.editing = index
+        loops = edits.loops_before(p, self.doc.schedule, stage, self.is_update, index)
+        self.form.setup(p, self.doc.schedule, stage, loops, is_pure=not self.is_update)
+        if index is None:
+            self.form_box.setTitle("New directive (added last)")
+            self.form.set_kind("split")
+        else:
+            self.form_box.setTitle(f"Change directive #{index}")
+            self.form.load(edits.directives(self.doc.schedule, stage, self.is_update)[index])
+        self.form_box.show()
+        self.form.kind.setFocus()
+        QTimer.singleShot(0, self._reveal_form)  # once the layout has made room for it
+
+    @Slot()
+    def _reveal_form(self) -> None:
+        if self.form_box.isVisible():
+            self.scroll.ensureWidgetVisible(self.form_box, 0, 0)
+
+    @Slot()
+    def close_form(self) -> None:
+        self.editing = None
+        self.form_box.hide()
+
+    @Slot(object)
+    def _submit_form(self, d: dict) -> None:
+        if self.stage is None:
+            return
+        stage, update, index = self.stage, self.is_update, self.editing
+        if index is None:
+            ok = self._push(lambda: AddDirective(self.doc, stage, update, d))
+        else:
+            ok = self._push(lambda: EditDirective(self.doc, stage, update, index, d))
+        if ok:
+            self.close_form()
+            self.list.setCurrentRow(self.list.count() - 1 if index is None else index)
+
+    @Slot()
+    def remove_selected(self) -> None:
+        row = self.list.currentRow()
+        if self.stage is not None and row >= 0:
+            stage, update = self.stage, self.is_update
+            self._push(lambda: RemoveDirective(self.doc, stage, update, row))
+
+    def move_selected(self, delta: int) -> None:
+        row = self.list.currentRow()
+        if self.stage is not None and row >= 0:
+            stage, update = self.stage, self.is_update
+            if self._push(lambda: MoveDirective(self.doc, stage, update, row, delta)):
+                self.list.setCurrentRow(row + delta)

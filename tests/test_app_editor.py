@@ -1,0 +1,237 @@
+"""The schedule editor: edits go through one undoable command each, invalid edits are shown
+with the engine's message and change nothing, quick actions give valid schedules, and the
+prediction follows every edit. Auto-measure is off unless a test is about it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from PySide6.QtCore import QSettings, QStandardPaths, Qt
+from pytestqt.qtbot import QtBot
+
+from app import edits
+from app.main_window import MainWindow
+from engine import zoo
+from engine.schedule import ScheduleError, default_schedule, definition_loops, final_loops, validate
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+    QStandardPaths.setTestModeEnabled(True)
+    folder = str(tmp_path_factory.mktemp("qsettings_editor"))
+    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot: QtBot) -> Iterator[MainWindow]:
+    w = MainWindow(size="small", persist_layout=False, ask_to_save=False)
+    w.set_auto_measure(False)
+    qtbot.addWidget(w)
+    assert w.open_pipeline("blur", "default")
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+
+
+def _add_split(w: MainWindow, loop: str = "x", outer: str = "xo", inner: str = "xi", factor: int = 8) -> None:
+    w.editor.begin_add()
+    form = w.editor.form
+    form.set_kind("split")
+    form.combo("loop").setCurrentIndex(form.combo("loop").findData(loop))
+    form.edit("outer").setText(outer)
+    form.edit("inner").setText(inner)
+    form.spin("factor").setValue(factor)
+    form.apply_button.click()
+
+
+def test_edit_applies_and_undo_redo_restore_exact_schedules(qtbot: QtBot, window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_y")
+    before_hash, before_json = doc.schedule_hash, doc.schedule.to_json()
+    _add_split(window)
+    assert window.editor.error.isHidden(), window.editor.error.text()
+    after_hash = doc.schedule_hash
+    assert after_hash != before_hash
+    assert doc.schedule.of("blur_y").pure[-1] == {"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 8}
+    assert "for xo in [0, 8):" in window.loop_view.toPlainText() and "for xi in [0, 8):" in window.loop_view.toPlainText()
+    assert window.editor.list.count() == 2
+    assert window.undo_stack.count() == 1 and "split" in window.undo_stack.undoText()
+    assert "(edited)" in window.windowTitle()
+    # Ctrl+Z / Ctrl+Shift+Z: back to the exact previous schedule, then forward again.
+    window.activateWindow()
+    qtbot.keyClick(window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert doc.schedule_hash == before_hash and doc.schedule.to_json() == before_json
+    assert "for xo" not in window.loop_view.toPlainText()
+    assert "(edited)" not in window.windowTitle()
+    qtbot.keyClick(window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert doc.schedule_hash == after_hash
+    assert window.undo_view.model().rowCount() == 2  # "<opened>" and the edit
+
+
+def test_invalid_edit_shows_the_engine_message_and_changes_nothing(window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_y")
+    before = doc.schedule_hash
+    _add_split(window, outer="y")  # a loop called y exists already
+    msg = window.editor.error.text()
+    assert not window.editor.error.isHidden()
+    assert "invalid schedule: stage 'blur_y'" in msg and "'y' is already used" in msg
+    assert doc.schedule_hash == before
+    assert window.undo_stack.count() == 0
+    assert window.editor.form_box.isVisible()  # the form stays open to fix the values
+    # An output cannot be computed inside another stage.
+    window.editor.form.set_kind("compute_root")
+    window.editor.form.apply_button.click()  # valid: clears the message
+    assert window.editor.error.isHidden()
+    window.select_stage("blur_x")
+    window.editor.begin_add()
+    window.editor.form.set_kind("unroll")
+    window.editor.form.combo("loop").setCurrentIndex(window.editor.form.combo("loop").findData("y"))
+    window.editor.form.spin("mfactor").setValue(0)
+    window.editor.form.apply_button.click()
+    assert window.editor.error.isHidden()
+    before = doc.schedule_hash
+    window.editor.begin_add()
+    window.editor.form.set_kind("vectorize")
+    window.editor.form.combo("loop").setCurrentIndex(window.editor.form.combo("loop").findData("y"))  # already unrolled
+    window.editor.form.apply_button.click()
+    assert "already unrolled" in window.editor.error.text()
+    assert doc.schedule_hash == before
+
+
+def test_form_offers_the_legal_choices(window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_x")
+    window.editor.begin_add()
+    form = window.editor.form
+    loops = [lp.name for lp in definition_loops(doc.pipeline, doc.schedule, "blur_x", False)]
+    assert [form.combo("loop").itemData(k) for k in range(form.combo("loop").count())] == loops
+    form.set_kind("compute_at")
+    assert form.combo("consumer").itemData(0) == "blur_y"
+    consumer_loops = [lp.name for lp in final_loops(doc.pipeline, doc.schedule, "blur_y")]
+    assert [form.combo("consumer_loop").itemData(k) for k in range(form.combo("consumer_loop").count())] == consumer_loops
+    assert form.rows["consumer"].isVisible() and not form.rows["factor"].isVisible()
+    form.combo("consumer_loop").setCurrentIndex(form.combo("consumer_loop").findData("x"))
+    form.apply_button.click()
+    assert doc.placement_text("blur_x") == "at blur_y.x"
+    assert window.graph.view.nodes["blur_x"].placement == "at blur_y.x"
+    # Editing loads the directive's values; the changed one replaces it in place.
+    window.editor.list.setCurrentRow(1)
+    window.editor.begin_edit()
+    assert form.kind.currentData() == "compute_at" and form.combo("consumer_loop").currentData() == "x"
+    form.combo("consumer_loop").setCurrentIndex(form.combo("consumer_loop").findData("y"))
+    form.apply_button.click()
+    assert doc.schedule.of("blur_x").pure[1] == {"kind": "compute_at", "consumer": "blur_y", "loop": "y"}
+    assert window.undo_stack.count() == 2
+
+
+def test_remove_and_move_are_single_undoable_steps(window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_y")
+    _add_split(window)
+    window.editor.quick_action("vectorize")  # vectorize xi
+    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
+    window.editor.list.setCurrentRow(0)
+    window.editor.buttons["down"].click()
+    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["split", "compute_root", "vectorize"]
+    assert window.editor.list.currentRow() == 1
+    window.editor.buttons["remove"].click()
+    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["split", "vectorize"]
+    # Removing the split would leave vectorize(xi) pointing at nothing: rejected.
+    window.editor.list.setCurrentRow(0)
+    n = window.undo_stack.count()
+    window.editor.buttons["remove"].click()
+    assert "no loop 'xi'" in window.editor.error.text()
+    assert window.undo_stack.count() == n
+    window.undo_stack.undo()
+    window.undo_stack.undo()
+    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
+
+
+def test_quick_actions_produce_valid_schedules() -> None:
+    """Every quick action on every stage of every built-in pipeline either gives a schedule
+    the engine accepts or is refused with a ScheduleError (never an invalid schedule)."""
+    applied = 0
+    for name in zoo.names():
+        p = zoo.get(name, "small")
+        s = default_schedule(p)
+        for st in p.stages:
+            for update in (False, True) if st.is_reduction else (False,):
+                for key, (_label, _tip, fn) in edits.QUICK_ACTIONS.items():
+                    try:
+                        out = fn(p, s, st.name, update)
+                    except ScheduleError:
+                        continue
+                    validate(p, out)
+                    applied += 1
+                    assert out.content_hash() != s.content_hash(), (name, st.name, key)
+    assert applied > 100
+
+
+def test_quick_actions_in_the_editor(window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_y")
+    for key in ("tile", "vectorize", "parallel"):
+        assert window.editor.quick[key].isEnabled()
+        window.editor.quick[key].click()
+        assert window.editor.error.isHidden(), window.editor.error.text()
+    loops = final_loops(doc.pipeline, doc.schedule, "blur_y")
+    assert loops[-1].kind == "vectorized" and loops[0].kind == "parallel"
+    assert window.undo_stack.count() == 3
+    assert not window.editor.quick["inline"].isEnabled()  # the output
+    window.select_stage("blur_x")
+    window.editor.quick["inline"].click()
+    assert doc.placement_text("blur_x") == "inline"
+    window.editor.quick["root"].click()
+    assert doc.placement_text("blur_x") == "root"
+
+
+def test_reductions_edit_their_update_definition(window: MainWindow) -> None:
+    assert window.open_pipeline("matmul", "default")
+    doc = window.doc
+    stage = next(s.name for s in doc.pipeline.stages if s.is_reduction)
+    window.select_stage(stage)
+    assert window.editor.definition.isTabVisible(1) and window.editor.is_update
+    window.editor.quick_action("parallel")
+    assert doc.schedule.of(stage).update == [{"kind": "parallel", "loop": "i"}]
+    window.editor.definition.setCurrentIndex(0)
+    assert window.editor.list.count() == len(doc.schedule.of(stage).pure)
+
+
+def test_prediction_follows_every_edit(window: MainWindow) -> None:
+    doc = window.doc
+    label = window.performance.values["Predicted"]
+    assert "analytic estimate" in label.text()
+    first = doc.prediction.total_ms
+    window.select_stage("blur_y")
+    window.editor.quick_action("parallel")
+    assert doc.prediction.total_ms < first
+    assert label.text().startswith(f"{doc.prediction.total_ms:.4g} ms")
+    assert window.graph.legend.source == "predicted (analytic estimate)"
+    assert [v.predicted_ms for v in window.history.variants] == [first, doc.prediction.total_ms]
+    window.undo_stack.undo()
+    assert label.text().startswith(f"{first:.4g} ms")
+    assert len(window.history.variants) == 2  # undo returns to a known variant
+
+
+def test_switching_schedule_and_restoring_a_variant_are_undoable(window: MainWindow) -> None:
+    doc = window.doc
+    window.select_stage("blur_y")
+    window.editor.quick_action("parallel")
+    edited = doc.schedule_hash
+    assert window.restore_variant(1)
+    assert doc.schedule_hash == window.history.variants[0].hash
+    window.undo_stack.undo()
+    assert doc.schedule_hash == edited
+    combo = window.schedule_combo
+    if not combo.model().item(combo.findData("hand")).isEnabled():
+        pytest.skip("blur has no hand-written schedule")
+    combo.setCurrentIndex(combo.findData("hand"))
+    combo.activated.emit(combo.currentIndex())
+    assert doc.schedule_spec == "hand" and not doc.edited
+    window.undo_stack.undo()
+    assert doc.schedule_hash == edited and doc.schedule_spec == "default"
