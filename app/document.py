@@ -171,6 +171,6 @@ class Document(QObject):
     def _predict(self) -> tuple[Prediction | None, str]:
         assert self.pipeline is not None
         try:
-            return default_model().predict(self.pipeline, self.schedule), ""
+            return default_model().predict(self.pipeline, self.schedule, nest=self.loopnest), ""
         except Exception as exc:  # noqa: BLE001  # a model failure must not stop an edit from showing
             return None, f"{type(exc).__name__}: {exc}"

@@ -15,7 +15,7 @@ import os
 
 from .. import expr as E
 from ..ir import BYTES_PER_ELEMENT, Pipeline
-from ..loopnest import build
+from ..loopnest import LoopNest, build
 from ..schedule import Schedule
 from .base import Prediction
 
@@ -32,8 +32,9 @@ class AnalyticModel:
     def __init__(self, cores: int | None = None) -> None:
         self.cores = cores or os.cpu_count() or 1
 
-    def predict(self, p: Pipeline, s: Schedule) -> Prediction:
-        nest = build(p, s)
+    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
+        """`nest` may be passed when the caller already built the loop nest of (p, s)."""
+        nest = nest or build(p, s)
         stages: dict[str, float] = {}
         for name, pl in nest.placements.items():
             if pl.compute == "inline":

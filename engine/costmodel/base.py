@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..ir import Pipeline
+from ..loopnest import LoopNest
 from ..schedule import Schedule
 
 
@@ -22,4 +23,6 @@ class Prediction:
 class CostModel(Protocol):
     name: str
 
-    def predict(self, p: Pipeline, s: Schedule) -> Prediction: ...
+    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
+        """Predict (p, s); `nest`, when given, is the already-built loop nest of (p, s)."""
+        ...

@@ -1,0 +1,304 @@
+"""Training data for the learned cost models: pipelines x random schedules, measured.
+
+`generate` measures, for each random pipeline (engine/randpipe.py) and optionally each zoo
+pipeline at 'small' size, the default schedule, the hand schedule where there is one and
+random schedules (engine/sampler.py: fresh samples and mutations of earlier ones) until
+`per_pipeline` verified timings exist. Everything goes through `api.measure` into the
+SQLite database, keyed by pipeline hash and schedule hash (and target, host, threads), so
+a second run skips what is stored: the candidate sequence of a pipeline is a pure
+function of (seed, pipeline hash), and failed schedules are remembered in the failures
+table. Features are stored beside the timings (table `cm_features`, keyed the same way,
+with the feature version) so loading is fast; they are recomputed when the version changes.
+
+`load` reads the samples back: one `Sample` per stored (pipeline hash, schedule hash),
+features computed from the pipeline whose content hash is that key (checked), never from
+a pipeline of the same name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import api, zoo
+from .. import features as F
+from ..database import Database
+from ..ir import Pipeline
+from ..loopnest import build
+from ..measure import Runner, default_threads
+from ..randpipe import random_pipeline
+from ..sampler import mutate, sample_schedule
+from ..schedule import Schedule, default_schedule
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS cm_pipelines (
+    hash TEXT PRIMARY KEY, name TEXT NOT NULL, origin TEXT NOT NULL, seed INTEGER);
+CREATE TABLE IF NOT EXISTS cm_features (
+    pipeline_hash TEXT NOT NULL, schedule_hash TEXT NOT NULL, version INTEGER NOT NULL,
+    nodes BLOB NOT NULL, edge_index BLOB NOT NULL, edges BLOB NOT NULL,
+    PRIMARY KEY (pipeline_hash, schedule_hash));
+"""
+# Job options for dataset timings: short, few runs (the ranking matters more than the last
+# percent), no per-stage profile (it doubles the cost; the models train on totals).
+JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.05, "min_runs": 3, "warmup": 1, "profile": False, "timeout_s": 20.0}
+
+
+@dataclass
+class Sample:
+    """One measured (pipeline, schedule): graph features and the verified median time."""
+
+    pipeline_hash: str
+    pipeline: str  # name, for reports only; the hash is the key
+    schedule_hash: str
+    time_ms: float
+    nodes: np.ndarray  # [n_stages, N_FEATURES]
+    edge_index: np.ndarray  # [2, E]
+    edges: np.ndarray  # [E, N_EDGE_FEATURES]
+
+    @property
+    def costed(self) -> np.ndarray:
+        """Stages that have a cost of their own (not inlined)."""
+        return self.nodes[:, F.INDEX["compute_inline"]] < 0.5
+
+
+def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan")) -> Sample:
+    x, ei, ef = F.featurize(build(p, s))
+    return Sample(p.content_hash(), p.name, s.content_hash(), time_ms, x, ei, ef)
+
+
+# --- storage -------------------------------------------------------------------------------
+def _ensure_tables(db: Database) -> None:
+    with db.conn:
+        db.conn.executescript(_TABLES)
+
+
+def _blob(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _array(b: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(b), allow_pickle=False)
+
+
+def store_features(db: Database, smp: Sample) -> None:
+    with db.conn:
+        db.conn.execute(
+            "INSERT OR REPLACE INTO cm_features VALUES (?, ?, ?, ?, ?, ?)",
+            (smp.pipeline_hash, smp.schedule_hash, F.VERSION, _blob(smp.nodes), _blob(smp.edge_index), _blob(smp.edges)),
+        )
+
+
+def _has_features(db: Database, ph: str, sh: str) -> bool:
+    row = db.conn.execute("SELECT version FROM cm_features WHERE pipeline_hash=? AND schedule_hash=?", (ph, sh)).fetchone()
+    return row is not None and row[0] == F.VERSION
+
+
+# --- generation ----------------------------------------------------------------------------
+def dataset_pipelines(
+    n_pipelines: int, seed: int, with_zoo: bool, max_stages: int = 8, size: str = "small"
+) -> list[tuple[Pipeline, str, int]]:
+    """(pipeline, origin, seed) for random pipelines seed, seed+1, ... and the small zoo."""
+    out = [(random_pipeline(seed + k, max_stages, size), "random", seed + k) for k in range(n_pipelines)]
+    if with_zoo:
+        out += [(zoo.get(n, "small"), "zoo", -1) for n in zoo.names()]
+    return out
+
+
+def candidates(p: Pipeline, seed: int) -> Iterator[Schedule]:
+    """The pipeline's schedule sequence: default, hand (zoo), then random samples and
+    (a quarter) mutations of earlier ones. A pure function of (seed, content hash)."""
+    rng = random.Random(f"{seed}:{p.content_hash()}")
+    yield default_schedule(p)
+    if p.name in zoo.ZOO:
+        from ..hand_schedules import hand_schedule  # noqa: PLC0415
+
+        try:
+            yield hand_schedule(p)
+        except KeyError:
+            pass
+    pool: list[Schedule] = []
+    while True:
+        s = mutate(p, rng.choice(pool), rng) if pool and rng.random() < 0.25 else sample_schedule(p, rng)
+        pool.append(s)
+        yield s
+
+
+@dataclass
+class _Ctx:
+    db_path: Path
+    per_pipeline: int
+    seed: int
+    threads: int
+    job: dict[str, Any]
+    local: threading.local
+    runners: list[Runner]
+    lock: threading.Lock
+
+    def runner_db(self) -> tuple[Runner, Database]:
+        if not hasattr(self.local, "runner"):
+            self.local.runner, self.local.db = Runner(self.threads), Database(self.db_path)
+            _ensure_tables(self.local.db)
+            with self.lock:
+                self.runners.append(self.local.runner)
+        return self.local.runner, self.local.db
+
+
+def _one_pipeline(ctx: _Ctx, p: Pipeline, origin: str, pseed: int) -> Counter:
+    runner, db = ctx.runner_db()
+    ph = p.content_hash()
+    with db.conn:
+        db.conn.execute("INSERT OR IGNORE INTO cm_pipelines VALUES (?, ?, ?, ?)", (ph, p.name, origin, pseed))
+    failed = {f["schedule_hash"] for f in db.failures(ph)}
+    stats: Counter = Counter()
+    seen: set[str] = set()
+    done = attempts = 0
+    for s in candidates(p, ctx.seed):
+        if done >= ctx.per_pipeline or attempts >= 4 * ctx.per_pipeline + 2:
+            break
+        attempts += 1
+        sh = s.content_hash()
+        if sh in seen:
+            stats["duplicates"] += 1
+            continue
+        seen.add(sh)
+        if sh in failed:
+            stats["known_failures"] += 1
+            continue
+        m = api.measure(p, s, runner, db, **ctx.job)
+        if not (m.ok and m.verified):
+            stats["failed"] += 1
+            continue
+        done += 1
+        stats["cached" if m.cached else "measured"] += 1
+        if not _has_features(db, ph, sh):
+            store_features(db, sample_of(p, s, m.median_ms or float("nan")))
+    stats["samples"] += done
+    return stats
+
+
+def generate(
+    db_path: str | Path,
+    n_pipelines: int,
+    per_pipeline: int,
+    seed: int = 0,
+    workers: int = 1,
+    *,
+    with_zoo: bool = True,
+    max_stages: int = 8,
+    size: str = "small",
+    threads: int | None = None,
+    job_options: dict[str, Any] | None = None,
+    progress: Callable[[int, int, dict[str, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Measure `per_pipeline` schedules of each dataset pipeline into the database at `db_path`.
+
+    `workers` Runner processes are driven from a thread pool, one pipeline at a time each
+    (so a worker's reference cache hits); each gets `threads` Halide threads (default: the
+    cores divided among the workers). Parallel workers share the machine, so their timings
+    disturb each other: use 1 worker for the cleanest data."""
+    t0 = time.time()
+    pipes = dataset_pipelines(n_pipelines, seed, with_zoo, max_stages, size)
+    ctx = _Ctx(
+        Path(db_path), per_pipeline, seed, threads or max(1, default_threads() // max(1, workers)),
+        {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(),
+    )  # fmt: skip
+    total: Counter = Counter()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+            for k, st in enumerate(ex.map(lambda t: _one_pipeline(ctx, *t), pipes), start=1):
+                total.update(st)
+                if progress is not None:
+                    progress(k, len(pipes), dict(total))
+    finally:
+        for r in ctx.runners:
+            r.close()
+    return {"db": str(db_path), "pipelines": len(pipes), "threads": ctx.threads, "seconds": round(time.time() - t0, 2), **dict(total)}
+
+
+# --- loading -------------------------------------------------------------------------------
+def environments(db: Database) -> list[tuple[str, str, int, int]]:
+    """(target, host, threads, count) of the stored timings, most common first."""
+    rows = db.conn.execute("SELECT target, host, threads, COUNT(*) FROM measurements GROUP BY target, host, threads ORDER BY 4 DESC")
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def load(
+    db_path: str | Path, *, target: str | None = None, host: str | None = None, threads: int | None = None, dataset_only: bool = False
+) -> list[Sample]:
+    """Every stored timing with a schedule (not an autoscheduler's) of one environment
+    (target, host, threads: by default the most common one), with its features."""
+    with Database(db_path) as db:
+        _ensure_tables(db)
+        want = (target, host, threads)
+        envs = [e for e in environments(db) if all(w is None or w == v for w, v in zip(want, e[:3]))]
+        if not envs:
+            return []
+        target, host, threads = envs[0][:3]
+        q = (
+            "SELECT m.pipeline_hash, m.schedule_hash, m.median_ms, p.name, p.json, s.json FROM measurements m "
+            "JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
+            "WHERE m.target=? AND m.host=? AND m.threads=?"
+        )
+        if dataset_only:
+            q += " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)"
+        rows = db.conn.execute(q + " ORDER BY m.pipeline_hash, m.schedule_hash", (target, host, threads)).fetchall()
+        feats = {
+            (r[0], r[1]): r[2:]
+            for r in db.conn.execute(
+                "SELECT pipeline_hash, schedule_hash, nodes, edge_index, edges FROM cm_features WHERE version=?", (F.VERSION,)
+            )
+        }
+        pipes: dict[str, Pipeline] = {}
+        out: list[Sample] = []
+        for ph, sh, ms, name, pjson, sjson in rows:
+            if (ph, sh) in feats:
+                x, ei, ef = (_array(b) for b in feats[(ph, sh)])
+                out.append(Sample(ph, name, sh, float(ms), x, ei, ef))
+                continue
+            if ph not in pipes:
+                pipes[ph] = Pipeline.from_json(json.loads(pjson))
+                if pipes[ph].content_hash() != ph:
+                    raise ValueError(f"database {db_path}: pipeline stored under {ph} hashes to {pipes[ph].content_hash()}")
+            smp = sample_of(pipes[ph], Schedule.from_json(json.loads(sjson)), float(ms))
+            if smp.schedule_hash != sh:
+                raise ValueError(f"database {db_path}: schedule stored under {sh} hashes to {smp.schedule_hash}")
+            store_features(db, smp)
+            out.append(smp)
+        return out
+
+
+def split(
+    samples: list[Sample], holdout_pipelines: float = 0.2, holdout_schedules: float = 0.2, seed: int = 0
+) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    """(train, held-out schedules of seen pipelines, held-out pipelines): whole pipelines
+    are held out by hash, so no schedule of a held-out pipeline is ever trained on."""
+    by: dict[str, list[Sample]] = {}
+    for smp in samples:
+        by.setdefault(smp.pipeline_hash, []).append(smp)
+    rng = random.Random(seed)
+    hashes = sorted(by)
+    rng.shuffle(hashes)
+    n_out = int(round(holdout_pipelines * len(hashes))) if len(hashes) > 1 else 0
+    unseen = [s for h in hashes[:n_out] for s in by[h]]
+    train: list[Sample] = []
+    seen: list[Sample] = []
+    for h in sorted(hashes[n_out:]):
+        grp = sorted(by[h], key=lambda s: s.schedule_hash)
+        rng.shuffle(grp)
+        k = int(holdout_schedules * len(grp)) if len(grp) >= 4 else 0
+        seen += grp[:k]
+        train += grp[k:]
+    return train, seen, unseen

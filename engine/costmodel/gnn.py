@@ -1,0 +1,314 @@
+"""The graph neural network cost model (after Singh et al., "Using Graph Neural Networks
+to model the performance of Deep Neural Networks") and the torch plumbing it shares with
+the Halide-style baseline (baselines.py).
+
+Each stage is a node with its feature row (engine/features.py); edges are producer ->
+consumer pairs with their own features. A few rounds of message passing run along the
+edges in both directions (a producer learns how it is consumed, a consumer what it
+reads), then a head gives each stage a log cost. The pipeline's predicted run time is
+the sum of its stages' costs (inlined stages cost nothing of their own: their work is in
+their consumers), so a prediction comes with a per-stage breakdown. Training minimizes
+the squared error of the log total (plus, optionally, a pairwise ranking loss between
+schedules of the same pipeline).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .. import features as F
+from ..ir import Pipeline
+from ..schedule import Schedule
+from .base import Prediction
+from .dataset import Sample, sample_of
+
+MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0)
+
+
+# --- batching ------------------------------------------------------------------------------
+@dataclass
+class GraphBatch:
+    """Several graphs as one disjoint graph."""
+
+    x: Tensor  # [N, F] normalized node features
+    edge_index: Tensor  # [2, E] global node ids, producer -> consumer
+    edge_attr: Tensor  # [E, Fe]
+    graph: Tensor  # [N] graph id of each node
+    costed: Tensor  # [N] bool: stages with a cost of their own
+    n_graphs: int
+    y: Tensor  # [G] target (log ms), NaN when unknown
+    group: Tensor  # [G] pipeline id, for pairwise ranking
+
+
+class Normalizer(nn.Module):
+    """Feature standardization fitted on training nodes; saved with the model's weights."""
+
+    def __init__(self, n_node: int, n_edge: int) -> None:
+        super().__init__()
+        for k, n in (("x", n_node), ("e", n_edge)):
+            self.register_buffer(f"{k}_mean", torch.zeros(n))
+            self.register_buffer(f"{k}_std", torch.ones(n))
+
+    def fit(self, samples: Sequence[Sample]) -> None:
+        x = np.concatenate([s.nodes for s in samples])
+        e = np.concatenate([s.edges for s in samples]) if any(len(s.edges) for s in samples) else np.zeros((1, self.e_mean.numel()))
+        for k, a in (("x", x), ("e", e)):
+            getattr(self, f"{k}_mean").copy_(torch.from_numpy(a.mean(0)))
+            getattr(self, f"{k}_std").copy_(torch.from_numpy(np.maximum(a.std(0), 1e-3)))
+
+
+def collate(samples: Sequence[Sample], norm: Normalizer, targets: np.ndarray | None = None) -> GraphBatch:
+    xs, eis, eas, gs, cs = [], [], [], [], []
+    off = 0
+    for k, s in enumerate(samples):
+        xs.append(s.nodes)
+        eis.append(s.edge_index + off)
+        eas.append(s.edges)
+        gs.append(np.full(len(s.nodes), k))
+        cs.append(s.costed)
+        off += len(s.nodes)
+    x = (torch.from_numpy(np.concatenate(xs)).float() - norm.x_mean) / norm.x_std
+    ea = torch.from_numpy(np.concatenate(eas)).float().reshape(-1, F.N_EDGE_FEATURES)
+    ea = (ea - norm.e_mean) / norm.e_std
+    groups: dict[str, int] = {}
+    y = targets if targets is not None else np.full(len(samples), np.nan)
+    return GraphBatch(
+        x, torch.from_numpy(np.concatenate(eis, axis=1)).long(), ea, torch.from_numpy(np.concatenate(gs)).long(),
+        torch.from_numpy(np.concatenate(cs)), len(samples), torch.as_tensor(y, dtype=torch.float32),
+        torch.tensor([groups.setdefault(s.pipeline_hash, len(groups)) for s in samples]),
+    )  # fmt: skip
+
+
+def segment_logsumexp(v: Tensor, seg: Tensor, n: int) -> Tensor:
+    """log(sum(exp(v))) per segment; the max is detached (the result is exact either way)."""
+    mx = torch.full((n,), MASKED, dtype=v.dtype).scatter_reduce(0, seg, v.detach(), "amax", include_self=True)
+    s = torch.zeros(n, dtype=v.dtype).index_add(0, seg, torch.exp(v - mx[seg]))
+    return mx + torch.log(s)
+
+
+def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
+
+
+# --- the network ---------------------------------------------------------------------------
+class MessagePassing(nn.Module):
+    """One round: messages producer -> consumer and consumer -> producer (each computed
+    from the sender's state and the edge's features, averaged per receiver), then a
+    residual update of every node."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.fwd, self.bwd = _mlp(2 * hidden, hidden, hidden), _mlp(2 * hidden, hidden, hidden)
+        self.update = _mlp(3 * hidden, hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, h: Tensor, edge_index: Tensor, e: Tensor) -> Tensor:
+        src, dst = edge_index
+        n = h.shape[0]
+
+        def mean_at(idx: Tensor, msg: Tensor) -> Tensor:
+            deg = torch.zeros(n).index_add(0, idx, torch.ones(len(idx))).clamp(min=1)
+            return torch.zeros(n, msg.shape[1]).index_add(0, idx, msg) / deg[:, None]
+
+        to_consumer = mean_at(dst, self.fwd(torch.cat([h[src], e], 1)))
+        to_producer = mean_at(src, self.bwd(torch.cat([h[dst], e], 1)))
+        return self.norm(h + self.update(torch.cat([h, to_consumer, to_producer], 1)))
+
+
+class StageCostNet(nn.Module):
+    """Node encoder, `layers` rounds of message passing, per-stage log-cost head.
+    With layers=0 it is a per-stage MLP (the Halide-style baseline uses its own class)."""
+
+    def __init__(self, hidden: int = 64, layers: int = 3) -> None:
+        super().__init__()
+        self.norm = Normalizer(F.N_FEATURES, F.N_EDGE_FEATURES)
+        self.enc = _mlp(F.N_FEATURES, hidden, hidden)
+        self.edge_enc = _mlp(F.N_EDGE_FEATURES, hidden, hidden)
+        self.layers = nn.ModuleList(MessagePassing(hidden) for _ in range(layers))
+        self.head = _mlp(hidden, hidden, 1)
+
+    def stage_log_costs(self, b: GraphBatch) -> Tensor:
+        h = torch.relu(self.enc(b.x))
+        e = torch.relu(self.edge_enc(b.edge_attr))
+        for layer in self.layers:
+            h = layer(h, b.edge_index, e)
+        return torch.where(b.costed, self.head(h).squeeze(1), torch.full_like(h[:, 0], MASKED))
+
+    def forward(self, b: GraphBatch) -> tuple[Tensor, Tensor]:
+        """(per-stage log cost [N], log total per graph [G])."""
+        c = self.stage_log_costs(b)
+        return c, segment_logsumexp(c, b.graph, b.n_graphs)
+
+
+# --- training ----------------------------------------------------------------------------
+def targets_of(samples: Sequence[Sample], target: str) -> np.ndarray:
+    """'log': log ms. 'relative': log ms minus the pipeline's mean log ms in `samples`
+    (only the order within a pipeline is learned; absolute predictions lose meaning)."""
+    y = np.log(np.array([s.time_ms for s in samples]))
+    if target == "relative":
+        by: dict[str, list[int]] = {}
+        for k, s in enumerate(samples):
+            by.setdefault(s.pipeline_hash, []).append(k)
+        for idx in by.values():
+            y[idx] -= y[idx].mean()
+    elif target != "log":
+        raise ValueError(f"unknown target {target!r} (log or relative)")
+    return y
+
+
+def _batches(samples: Sequence[Sample], batch: int, per_group: int, rng: random.Random) -> list[list[int]]:
+    """Batches made of chunks of `per_group` schedules of one pipeline, so the ranking loss has pairs."""
+    by: dict[str, list[int]] = {}
+    for k, s in enumerate(samples):
+        by.setdefault(s.pipeline_hash, []).append(k)
+    chunks = []
+    for idx in by.values():
+        rng.shuffle(idx)
+        chunks += [idx[i : i + per_group] for i in range(0, len(idx), per_group)]
+    rng.shuffle(chunks)
+    out, cur = [], []
+    for c in chunks:
+        cur += c
+        if len(cur) >= batch:
+            out.append(cur)
+            cur = []
+    return out + ([cur] if cur else [])
+
+
+def pairwise_loss(pred: Tensor, y: Tensor, group: Tensor) -> Tensor:
+    """Logistic loss on every pair of the same pipeline whose times differ (RankNet)."""
+    same = (group[:, None] == group[None, :]) & (y[:, None] < y[None, :] - 1e-6)
+    if not bool(same.any()):
+        return pred.sum() * 0
+    diff = pred[:, None] - pred[None, :]  # should be negative where y_i < y_j
+    return nn.functional.softplus(diff[same]).mean()
+
+
+def fit_net(
+    net: nn.Module,
+    train: Sequence[Sample],
+    *,
+    epochs: int = 60,
+    lr: float = 2e-3,
+    batch: int = 64,
+    rank_weight: float = 0.0,
+    target: str = "log",
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train a network whose forward(GraphBatch) returns (stage costs, log totals)."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    norm: Normalizer = net.norm  # type: ignore[assignment]
+    norm.fit(train)
+    y = targets_of(train, target)
+    with torch.no_grad():  # start from the mean cost per stage: faster, steadier training
+        net.head[-1].bias.fill_(float(np.mean(y - np.log([max(1, s.costed.sum()) for s in train]))))  # type: ignore[index]
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
+    data = [collate([train[i] for i in idx], norm, y[idx]) for idx in _batches(train, batch, 8, rng)]
+    losses = []
+    net.train()
+    for ep in range(epochs):
+        rng.shuffle(data)
+        total = 0.0
+        for b in data:
+            _, pred = net(b)
+            loss = nn.functional.mse_loss(pred, b.y)
+            if rank_weight:
+                loss = loss + rank_weight * pairwise_loss(pred, b.y, b.group)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            total += loss.detach().item() * b.n_graphs
+        sched.step()
+        losses.append(total / len(train))
+        if log is not None and (ep % 10 == 0 or ep == epochs - 1):
+            log(f"epoch {ep}: loss {losses[-1]:.4f}")
+    net.eval()
+    return {"epochs": epochs, "final_loss": losses[-1] if losses else math.nan, "samples": len(train), "log_range": log_range(y)}
+
+
+def log_range(y: np.ndarray, margin: float = 3.0) -> list[float]:
+    """Predictions are clipped to the training targets' range widened by `margin` (e^3 = 20x):
+    a model extrapolating to an unseen pipeline must not predict 1e19 ms."""
+    return [float(y.min() - margin), float(y.max() + margin)]
+
+
+def clip_predictions(totals: np.ndarray, stages: list[np.ndarray], config: dict[str, Any]) -> np.ndarray:
+    """Clip totals to config['log_range'] (in place for stages, scaled so they still sum to the total)."""
+    lo, hi = config.get("log_range", (-math.inf, math.inf))
+    clipped = np.exp(np.clip(np.log(np.maximum(totals, 1e-300)), lo, hi))
+    for k, st in enumerate(stages):
+        st *= clipped[k] / totals[k] if totals[k] > 0 else 0.0
+    return clipped
+
+
+# --- the CostModel ----------------------------------------------------------------------------
+class TorchCostModel:
+    """A trained stage-cost network behind the `CostModel` interface."""
+
+    kind = "torch"
+
+    def __init__(self, net: nn.Module, name: str, config: dict[str, Any]) -> None:
+        self.net, self.name, self.config = net, name, config
+
+    def predict_samples(self, samples: Sequence[Sample]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(total ms per sample, per-stage ms arrays)."""
+        totals, stages = [], []
+        with torch.no_grad():
+            for i in range(0, len(samples), 256):
+                chunk = samples[i : i + 256]
+                b = collate(chunk, self.net.norm)  # type: ignore[arg-type]
+                c, tot = self.net(b)
+                totals.append(torch.exp(tot).numpy())
+                ms = torch.where(b.costed, torch.exp(c), torch.zeros_like(c)).numpy()
+                stages += [ms[b.graph.numpy() == k] for k in range(len(chunk))]
+        return clip_predictions(np.concatenate(totals) if totals else np.zeros(0), stages, self.config), stages
+
+    def predict(self, p: Pipeline, s: Schedule) -> Prediction:
+        total, stages = self.predict_samples([sample_of(p, s)])
+        return Prediction(self.name, float(total[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
+
+    def save(self, directory: str | Path, stem: str) -> None:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        torch.save(self.net.state_dict(), d / f"{stem}.pt")
+        (d / f"{stem}.json").write_text(json.dumps({**self.config, "name": self.name, "feature_version": F.VERSION}, indent=2))
+
+
+def load_torch(directory: str | Path, stem: str, make: Callable[[dict[str, Any]], nn.Module]) -> TorchCostModel:
+    d = Path(directory)
+    cfg = json.loads((d / f"{stem}.json").read_text())
+    if cfg.get("feature_version") != F.VERSION:
+        raise ValueError(f"{d / stem}: trained on features version {cfg.get('feature_version')}, this build has {F.VERSION}: retrain")
+    net = make(cfg)
+    net.load_state_dict(torch.load(d / f"{stem}.pt", weights_only=True))  # never unpickles code
+    net.eval()
+    return TorchCostModel(net, cfg["name"], cfg)
+
+
+GNN_NAME = "GNN cost model (learned prediction)"
+
+
+def train_gnn(train: Sequence[Sample], hidden: int = 64, layers: int = 3, **fit: Any) -> tuple[TorchCostModel, dict[str, Any]]:
+    torch.manual_seed(fit.get("seed", 0))  # the initial weights too
+    net = StageCostNet(hidden, layers)
+    stats = fit_net(net, train, **fit)
+    cfg = {"kind": "gnn", "hidden": hidden, "layers": layers, "target": fit.get("target", "log"), "log_range": stats["log_range"]}
+    return TorchCostModel(net, GNN_NAME, cfg), stats
+
+
+def load_gnn(directory: str | Path) -> TorchCostModel:
+    return load_torch(directory, "gnn", lambda c: StageCostNet(c["hidden"], c["layers"]))

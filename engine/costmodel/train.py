@@ -1,0 +1,121 @@
+"""Train the three learned cost models from the measurement database and save them.
+
+`train_all(db, out_dir)` loads the samples of one environment (target, host, threads:
+the most common one unless given), holds out whole pipelines and some schedules of the
+others (recorded in split.json so evaluation uses the same test sets), trains the GNN,
+the Halide-style MLP and the TVM-style LightGBM on the rest, and writes:
+
+  gnn.pt, halide.pt     torch state_dicts (loaded with weights_only=True)
+  gnn.json, halide.json architecture, target, feature version
+  tvm.txt, tvm.json     LightGBM's text model format and its base score (never pickle)
+  split.json            environment and held-out pipelines / schedules
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import features as F
+from ..database import Database
+from .baselines import TVMModel, load_halide, train_halide
+from .dataset import environments, load, split
+from .gnn import TorchCostModel, load_gnn, train_gnn
+
+MODELS = ("gnn", "halide", "tvm")
+
+
+def default_dir() -> Path:
+    """Where trained models live by default: the user data directory."""
+    from platformdirs import user_data_dir  # noqa: PLC0415
+
+    return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel"
+
+
+def train_all(
+    db_path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    models: Sequence[str] = MODELS,
+    epochs: int = 60,
+    rounds: int = 300,
+    hidden: int = 64,
+    layers: int = 3,
+    target: str = "log",
+    rank_weight: float = 0.0,
+    holdout_pipelines: float = 0.2,
+    holdout_schedules: float = 0.2,
+    seed: int = 0,
+    environment: tuple[str, str, int] | None = None,
+    threads: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train `models` on the database at `db_path`, save them to `out_dir`; returns a summary."""
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        raise ValueError(f"unknown models {sorted(unknown)} (choose from {', '.join(MODELS)})")
+    if threads:
+        import torch  # noqa: PLC0415
+
+        torch.set_num_threads(threads)
+    out = Path(out_dir) if out_dir else default_dir()
+    if environment is None:
+        with Database(db_path) as db:
+            envs = environments(db)
+        if not envs:
+            raise ValueError(f"{db_path}: no measurements to train on")
+        environment = envs[0][:3]  # type: ignore[assignment]
+    tgt, host, thr = environment  # type: ignore[misc]
+    samples = load(db_path, target=tgt, host=host, threads=thr)
+    train, seen, unseen = split(samples, holdout_pipelines, holdout_schedules, seed)
+    if not train:
+        raise ValueError(f"{db_path}: no training samples in environment {environment}")
+    out.mkdir(parents=True, exist_ok=True)
+    info = {
+        "environment": list(environment),
+        "seed": seed,
+        "feature_version": F.VERSION,
+        "holdout_pipelines": sorted({s.pipeline_hash for s in unseen}),
+        "holdout_schedules": sorted([s.pipeline_hash, s.schedule_hash] for s in seen),
+        "train_samples": len(train),
+        "train_pipelines": len({s.pipeline_hash for s in train}),
+    }
+    (out / "split.json").write_text(json.dumps(info, indent=1))
+    fit = {"epochs": epochs, "target": target, "rank_weight": rank_weight, "seed": seed, "log": log}
+    stats: dict[str, Any] = {}
+    for name in models:
+        t0 = time.time()
+        if name == "gnn":
+            m, st = train_gnn(train, hidden, layers, **fit)
+            m.save(out, "gnn")
+        elif name == "halide":
+            m, st = train_halide(train, hidden, **fit)
+            m.save(out, "halide")
+        else:
+            tm, st = TVMModel.fit(train, rounds=rounds, target=target, seed=seed)
+            tm.save(out, "tvm")
+        stats[name] = {**st, "seconds": round(time.time() - t0, 2)}
+        if log is not None:
+            log(f"{name}: {stats[name]}")
+    return {
+        "out": str(out),
+        "samples": len(samples),
+        "train": len(train),
+        "test_seen": len(seen),
+        "test_unseen": len(unseen),
+        "pipelines": len({s.pipeline_hash for s in samples}),
+        "models": stats,
+    }
+
+
+def load_models(directory: str | Path | None = None) -> dict[str, TorchCostModel | TVMModel]:
+    """The trained models found in `directory`, by key (gnn, halide, tvm)."""
+    d = Path(directory) if directory else default_dir()
+    loaders: dict[str, Callable[[Path], Any]] = {"gnn": load_gnn, "halide": load_halide, "tvm": TVMModel.load}
+    found = {k: fn(d) for k, fn in loaders.items() if (d / f"{k}.json").exists()}
+    if not found:
+        raise FileNotFoundError(f"no trained cost models in {d} (run `costmodel train`)")
+    return found
