@@ -93,3 +93,21 @@ def measure(
             db.put_schedule(key, job.schedule)
         db.record(m)
     return m
+
+
+def run_once(p: Pipeline, sched: Schedule, seed: int = 0) -> tuple[dict[str, Any], Any]:
+    """Compile and run once in this process (no timing, no isolation), then verify.
+
+    Returns {"inputs", "outputs", "refs", "method"} and the Verification. For tests and
+    quick checks; measurements go through the Runner."""
+    from . import halide_backend as HB  # noqa: PLC0415
+    from . import reference as R  # noqa: PLC0415
+
+    low = HB.lower(p, sched)
+    HB.compile_jit(low)
+    ins = R.make_inputs(p, seed=seed)
+    _keep = HB.bind_inputs(low, ins)
+    outs = HB.output_arrays(p)
+    HB.make_runner(low, outs)()
+    refs, method = R.reference(p, ins)
+    return {"inputs": ins, "outputs": outs, "refs": refs, "method": method}, R.verify(p, outs, refs, method)

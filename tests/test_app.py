@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings, QStandardPaths, Qt
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -19,16 +19,6 @@ from app.main_window import SETTINGS_APP, SETTINGS_ORG, MainWindow, about_html, 
 from engine import api, zoo
 
 MEASURE_TIMEOUT_MS = 60_000
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Keep the user's remembered window layout out of the tests, and the tests' out of it."""
-    QStandardPaths.setTestModeEnabled(True)
-    folder = str(tmp_path_factory.mktemp("qsettings"))
-    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import QSettings, QStandardPaths, Qt
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app import edits
@@ -16,25 +16,10 @@ from engine import zoo
 from engine.schedule import ScheduleError, default_schedule, definition_loops, final_loops, validate
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    QStandardPaths.setTestModeEnabled(True)
-    folder = str(tmp_path_factory.mktemp("qsettings_editor"))
-    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-
-
 @pytest.fixture
-def window(qtbot: QtBot) -> Iterator[MainWindow]:
-    w = MainWindow(size="small", persist_layout=False, ask_to_save=False)
-    w.set_auto_measure(False)
-    qtbot.addWidget(w)
-    assert w.open_pipeline("blur", "default")
-    w.show()
-    qtbot.waitExposed(w)
+def window(open_window) -> Iterator[MainWindow]:
+    w = open_window("blur")
     yield w
-    w.close()
 
 
 def _add_split(w: MainWindow, loop: str = "x", outer: str = "xo", inner: str = "xi", factor: int = 8) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import QPoint, QSettings, QStandardPaths, Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QGraphicsScene
 from pytestqt.qtbot import QtBot
 
@@ -22,24 +22,10 @@ from engine import zoo
 from engine.measure import Measurement
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    QStandardPaths.setTestModeEnabled(True)
-    folder = str(tmp_path_factory.mktemp("qsettings_graph"))
-    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-
-
 @pytest.fixture
-def window(qtbot: QtBot) -> Iterator[MainWindow]:
-    w = MainWindow(size="small", persist_layout=False, ask_to_save=False)
-    qtbot.addWidget(w)
-    assert w.open_pipeline("resnet_block", "default")
-    w.show()
-    qtbot.waitExposed(w)
+def window(open_window) -> Iterator[MainWindow]:
+    w = open_window("resnet_block", auto_measure=True)
     yield w
-    w.close()
 
 
 def test_one_node_per_input_and_stage_and_one_edge_per_use(window: MainWindow) -> None:

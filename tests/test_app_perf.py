@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings, QStandardPaths
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -18,23 +17,9 @@ from engine.measure import Measurement
 MEASURE_TIMEOUT_MS = 90_000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    QStandardPaths.setTestModeEnabled(True)
-    folder = str(tmp_path_factory.mktemp("qsettings_perf"))
-    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-
-
 @pytest.fixture
-def window(qtbot: QtBot) -> Iterator[MainWindow]:
-    w = MainWindow(size="small", persist_layout=False, ask_to_save=False)
-    w.set_auto_measure(False)
-    qtbot.addWidget(w)
-    assert w.open_pipeline("blur", "default")
-    w.show()
-    qtbot.waitExposed(w)
+def window(open_window) -> Iterator[MainWindow]:
+    w = open_window("blur")
     yield w
     w.close()
     assert not w.measure_service.running

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, QSettings, QStandardPaths, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
@@ -19,15 +19,6 @@ from app.main_window import MainWindow
 from app.project import ProjectError
 from engine import zoo
 from engine.measure import Measurement
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    QStandardPaths.setTestModeEnabled(True)
-    folder = str(tmp_path_factory.mktemp("qsettings_project"))
-    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-        QSettings.setPath(fmt, QSettings.Scope.UserScope, folder)
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
 
 
 def _window(qtbot: QtBot, ask: bool = False) -> MainWindow:

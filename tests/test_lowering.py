@@ -2,21 +2,12 @@
 
 import pytest
 
-from engine import halide_backend as HB
-from engine import reference as R
-from engine import zoo
+from engine import api, zoo
 from engine.schedule import S, Schedule
 
 
 def run_verified(p, s):
-    low = HB.lower(p, s)
-    HB.compile_jit(low)
-    ins = R.make_inputs(p, seed=3)
-    _keep = HB.bind_inputs(low, ins)
-    outs = HB.output_arrays(p)
-    HB.make_runner(low, outs)()
-    refs, method = R.reference(p, ins)
-    v = R.verify(p, outs, refs, method)
+    _, v = api.run_once(p, s, seed=3)
     assert v.ok, v.message
     return v
 

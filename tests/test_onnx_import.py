@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from engine import halide_backend as HB
+from engine import api
 from engine import reference as R
 from engine.frontends import ModelImportError, UnsupportedModelError, import_onnx
 from engine.schedule import default_schedule
@@ -48,15 +48,9 @@ def make(tmp_path, nodes, inputs, inits=None, opset=17, outputs=("y",), name="m"
 def run_verified(result, check_records=False):
     """Lower with the default schedule, run, compare with ONNX Runtime on the original file."""
     p = result.pipeline
-    low = HB.lower(p, default_schedule(p))
-    HB.compile_jit(low)
-    ins = R.make_inputs(p, seed=3)
-    _keep = HB.bind_inputs(low, ins)
-    outs = HB.output_arrays(p)
-    HB.make_runner(low, outs)()
-    refs, method = R.reference(p, ins)
+    run, v = api.run_once(p, default_schedule(p), seed=3)
+    ins, refs, method = run["inputs"], run["refs"], run["method"]
     assert method.startswith("ONNX Runtime")
-    v = R.verify(p, outs, refs, method)
     assert v.ok, v.message
     if check_records:  # the operator records, evaluated by numpy/torch, agree with ONNX Runtime too
         rec = R.evaluate_ops(p, {k: a.astype(np.float64) for k, a in ins.items()})

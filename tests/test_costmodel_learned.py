@@ -1,0 +1,154 @@
+"""Learned cost models: metrics, the dataset (resumable, never mixing pipelines), training,
+saving and loading, evaluation and the CLI, on tiny data."""
+
+import argparse
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from engine import features as F
+from engine.cli_costmodel import register, run
+from engine.costmodel import CostModel, Prediction
+from engine.costmodel import dataset as D
+from engine.costmodel.analytic import AnalyticModel
+from engine.costmodel.baselines import TVMModel, train_halide
+from engine.costmodel.evaluate import evaluate, kendall_tau, mape, metrics, pairwise_accuracy, topk_regret
+from engine.costmodel.gnn import train_gnn
+from engine.costmodel.train import load_models, train_all
+from engine.database import Database
+from engine.measure import Measurement
+from engine.ops import Builder
+from engine.randpipe import random_pipeline
+from engine.sampler import sample_schedule
+from engine.schedule import default_schedule
+
+
+# --- metrics on hand-made inputs -------------------------------------------------------------
+def test_metrics_known_answers():
+    true = np.array([1.0, 2.0, 3.0, 4.0])
+    assert kendall_tau(true, true) == 1.0 and kendall_tau(-true, true) == -1.0
+    assert kendall_tau(np.array([1.0, 3.0, 2.0, 4.0]), true) == pytest.approx(4 / 6)  # 5 concordant, 1 discordant
+    assert math.isnan(kendall_tau(np.ones(4), true))
+    assert mape(np.array([2.0, 2.0]), np.array([1.0, 4.0])) == pytest.approx(0.75)  # (1 + 0.5) / 2
+    g = ["a", "a", "a", "b", "b"]
+    pred = np.array([3.0, 2.0, 1.0, 1.0, 1.0])  # pipeline a reversed; b tied
+    t = np.array([1.0, 2.0, 4.0, 1.0, 2.0])
+    assert pairwise_accuracy(pred, t, g) == pytest.approx(0.5 / 4)  # 3 wrong pairs in a, one tie (1/2) in b
+    assert topk_regret(pred, t, g, 1) == pytest.approx((4.0 - 1.0) / 2)  # a picks the 4.0 schedule (3x slower), b the best
+    assert topk_regret(pred, t, g, 5) == 0.0
+    m = metrics(pred, t, g)
+    assert m["n_pipelines"] == 2 and m["n_samples"] == 5 and m["kendall_tau"] == pytest.approx(-1.0)  # b has no tau
+    assert metrics(pred, t, g, absolute=False)["mape"] is None
+
+
+# --- the dataset --------------------------------------------------------------------------
+def test_generate_is_resumable_and_loads_back(tmp_path):
+    db = tmp_path / "d.sqlite"
+    opts = {"min_time_s": 0.005, "min_runs": 2, "timeout_s": 60}
+    first = D.generate(db, 2, 3, seed=7, with_zoo=False, max_stages=4, job_options=opts)
+    assert first["samples"] == 6 and first["measured"] == 6, first
+    again = D.generate(db, 2, 3, seed=7, with_zoo=False, max_stages=4, job_options=opts)
+    assert again["samples"] == 6 and again.get("measured", 0) == 0 and again["cached"] == 6
+    samples = D.load(db, dataset_only=True)
+    assert len(samples) == 6 and len({s.pipeline_hash for s in samples}) == 2
+    pipes = {p.content_hash(): p for p, _, _ in D.dataset_pipelines(2, 7, False, 4)}
+    with Database(db) as d:
+        for s in samples:  # features and times belong to the pipeline of their key
+            sched = next(c for c in D.candidates(pipes[s.pipeline_hash], 7) if c.content_hash() == s.schedule_hash)
+            ref = D.sample_of(pipes[s.pipeline_hash], sched)
+            assert (s.nodes == ref.nodes).all() and (s.edges == ref.edges).all()
+            stored = [m for m in d.measurements(s.pipeline_hash) if m.schedule_hash == s.schedule_hash]
+            assert len(stored) == 1 and stored[0].median_ms == s.time_ms
+
+
+def _blur(n: int, name: str = "blur"):
+    b = Builder(name)
+    inp = b.input("input", (n + 2, n + 2))
+    bx = b.stencil("blur_x", inp, [((0, k), 1 / 3) for k in range(3)])
+    return b.build([b.stencil("blur_y", bx, [((k, 0), 1 / 3) for k in range(3)])])
+
+
+def _fake(db: Database, p, s, ms: float, target="t", host="h", threads=1) -> None:
+    db.put_pipeline(p.content_hash(), p.name, p.to_json())
+    db.put_schedule(s.content_hash(), s.to_json())
+    db.record(Measurement(p.name, p.content_hash(), s.content_hash(), True, True, median_ms=ms, target=target, host=host, threads=threads))
+
+
+def test_same_schedule_of_two_pipelines_never_mixes(tmp_path):
+    small, big = _blur(16), _blur(48)  # same name and stages, so the same default schedule hash
+    s = default_schedule(small)
+    assert s.content_hash() == default_schedule(big).content_hash() and small.content_hash() != big.content_hash()
+    with Database(tmp_path / "m.sqlite") as db:
+        _fake(db, small, s, 1.0)
+        _fake(db, big, s, 9.0)
+        _fake(db, big, s, 5.0, host="other")  # another machine: never mixed in either
+    got = {x.pipeline_hash: x for x in D.load(tmp_path / "m.sqlite", host="h")}
+    assert got[small.content_hash()].time_ms == 1.0 and got[big.content_hash()].time_ms == 9.0
+    pts = F.INDEX["points"]
+    assert got[big.content_hash()].nodes[1, pts] == pytest.approx(math.log1p(48 * 48))
+    assert got[small.content_hash()].nodes[1, pts] == pytest.approx(math.log1p(16 * 16))
+    train, seen, unseen = D.split(list(got.values()), 0.5, 0.0, 0)
+    assert len(unseen) == 1 and {x.pipeline_hash for x in train}.isdisjoint({x.pipeline_hash for x in unseen})
+
+
+# --- models on a tiny synthetic dataset -------------------------------------------------
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """6 random pipelines x 6 schedules, timed by the analytic model (no measuring), in a database."""
+    path = tmp_path_factory.mktemp("cm") / "syn.sqlite"
+    model = AnalyticModel(2)
+    with Database(path) as db:
+        for seed in range(6):
+            p = random_pipeline(seed, max_stages=5)
+            rng = random.Random(seed)
+            for s in [default_schedule(p)] + [sample_schedule(p, rng) for _ in range(5)]:
+                _fake(db, p, s, model.predict(p, s).total_ms)
+    return path
+
+
+def test_three_models_train_predict_and_round_trip(synthetic, tmp_path):
+    samples = D.load(synthetic)
+    assert len(samples) == 36
+    p = random_pipeline(0, max_stages=5)
+    s = sample_schedule(p, random.Random(99))
+    gnn, st = train_gnn(samples, hidden=16, layers=2, epochs=3)
+    hal, _ = train_halide(samples, hidden=16, epochs=3)
+    tvm, _ = TVMModel.fit(samples, rounds=10)
+    assert math.isfinite(st["final_loss"])
+    for m in (gnn, hal, tvm):
+        pred = m.predict(p, s)
+        assert isinstance(pred, Prediction) and pred.kind == "prediction" and "learned" in pred.model
+        assert math.isfinite(pred.total_ms) and pred.total_ms > 0
+        assert set(pred.stages) == {x.name for x in p.stages}
+        assert sum(pred.stages.values()) == pytest.approx(pred.total_ms, rel=1e-4)
+        typed: CostModel = m  # the protocol (not runtime-checkable): a name and predict(p, s)
+        assert isinstance(typed.name, str)
+    gnn.save(tmp_path, "gnn")
+    hal.save(tmp_path, "halide")
+    tvm.save(tmp_path)
+    assert not any(f.suffix in (".pkl", ".pickle") for f in tmp_path.iterdir())
+    loaded = load_models(tmp_path)
+    for key, m in (("gnn", gnn), ("halide", hal), ("tvm", tvm)):
+        assert loaded[key].predict(p, s).total_ms == pytest.approx(m.predict(p, s).total_ms, rel=1e-5)
+
+
+def test_train_all_evaluate_and_cli(synthetic, tmp_path):
+    out = tmp_path / "models"
+    res = train_all(synthetic, out, epochs=2, rounds=5, hidden=16, layers=1, holdout_pipelines=0.34, holdout_schedules=0.34)
+    assert res["test_unseen"] == 12 and res["train"] + res["test_seen"] == 24
+    ev = evaluate(synthetic, out)
+    assert set(ev) == {"gnn", "halide", "tvm", "analytic"}
+    for m in ev.values():
+        assert m["n_pipelines"] == 2 and m["n_samples"] == 12 and math.isfinite(m["mape"])
+        assert -1 <= m["kendall_tau"] <= 1 and 0 <= m["pairwise_acc"] <= 1 and m["top1_regret"] >= m["top5_regret"] >= 0
+        assert m["seen_pipelines"]["n_pipelines"] == 4
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers(dest="cmd"))
+    args = ap.parse_args(["costmodel", "eval", "--db", str(synthetic), "--models-dir", str(out), "--no-analytic", "--json"])
+    assert run(args) == 0
+    args = ap.parse_args(["costmodel", "train", "--db", str(synthetic), "--out", str(tmp_path / "m2"), "--models", "tvm", "--rounds", "3"])
+    assert run(args) == 0 and (tmp_path / "m2" / "tvm.txt").exists()
+    assert json.loads((tmp_path / "m2" / "split.json").read_text())["environment"] == ["t", "h", 1]

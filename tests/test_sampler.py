@@ -1,0 +1,81 @@
+"""Random schedules: legal by construction (validated, and compiled and verified by Halide)."""
+
+import random
+
+import numpy as np
+import pytest
+
+from engine import api, loopnest, zoo
+from engine.measure import Runner
+from engine.randpipe import random_pipeline
+from engine.sampler import locations, mutate, sample_schedule
+from engine.schedule import S, Schedule, validate
+
+
+def test_many_samples_and_mutants_validate():
+    kinds = set()
+    for seed in range(20):
+        p = random_pipeline(seed)
+        rng = random.Random(seed)
+        for _ in range(3):
+            s = sample_schedule(p, rng)
+            validate(p, s)
+            loopnest.build(p, s)
+            m = mutate(p, s, rng)
+            validate(p, m)
+            loopnest.build(p, m)
+            kinds |= {d["kind"] for st in s.stages.values() for d in st.pure + st.update}
+    assert kinds >= {"compute_root", "compute_inline", "compute_at", "split", "reorder", "vectorize", "parallel", "unroll"}
+
+
+def test_deterministic_per_seed_and_numpy_rng_accepted():
+    p = zoo.get("resnet_block", "small")
+    a = sample_schedule(p, random.Random(5)).to_json()
+    assert a == sample_schedule(p, random.Random(5)).to_json()
+    s = sample_schedule(p, np.random.default_rng(1))
+    assert s.to_json() == sample_schedule(p, np.random.default_rng(1)).to_json()
+    assert mutate(p, s, random.Random(2)).content_hash() != s.content_hash()
+
+
+def test_locations_name_only_existing_loops():
+    p = zoo.get("blur", "small")
+    s = Schedule()
+    S(s, "blur_y").split("y", "yo", "yi", 8).vectorize("x", 8)
+    locs = locations(p, s, "blur_x")
+    assert ("root",) in locs and ("inline",) in locs
+    assert {loc[2] for loc in locs if loc[0] == "at"} == {"yo", "yi", "x"}  # not the vector lanes x_v
+    assert locations(p, s, "blur_y") == [("root",)]  # an output
+
+
+def test_a_stage_read_by_a_reduction_init_is_not_computed_at_it():
+    p = zoo.get("conv_relu", "small")  # conv's init reads bias (an input), its update reads conv_pad
+    s = Schedule()
+    locs = locations(p, s, "conv_pad")
+    assert any(loc[:2] == ("at", "conv") for loc in locs)
+    assert ("inline",) not in locations(p, s, "conv")  # a reduction is never inlined
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Runner() as r:
+        yield r
+
+
+def _check(runner, p, s):
+    m = api.measure(p, s, runner, None, min_time_s=0.005, min_runs=2, warmup=1, profile=False, timeout_s=60)
+    assert m.ok and m.verified, (p.name, m.error, s.dumps())
+
+
+@pytest.mark.parametrize("seed", [3, 11, 21])
+def test_random_pipeline_samples_compile_and_verify(runner, seed):
+    p = random_pipeline(seed, max_stages=5)
+    rng = random.Random(seed)
+    s = sample_schedule(p, rng)
+    _check(runner, p, s)
+    _check(runner, p, mutate(p, s, rng))
+
+
+@pytest.mark.parametrize("name", ["unsharp", "resnet_block"])
+def test_zoo_samples_compile_and_verify(runner, name):
+    p = zoo.get(name, "small")
+    _check(runner, p, sample_schedule(p, random.Random(4)))
