@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import api, zoo
+from . import api, cli_costmodel, zoo
+from .bench_models import add_parser as add_bench_models_parser
 from .database import Database
 from .frontends.common import ModelImportError
 from .halide_backend import AUTOSCHEDULERS, lowered_stmt
@@ -33,7 +34,7 @@ def _common(sp: argparse.ArgumentParser, schedule: bool = True) -> None:
     sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
     sp.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size")
     if schedule:
-        sp.add_argument("--schedule", default="default", help="default, hand, or a schedule .json file")
+        sp.add_argument("--schedule", default="default", help="default, hand, heuristic, or a schedule .json file")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -56,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("measure", help="compile, time and verify a schedule")
     _common(sp)
     _measure_opts(sp)
+    sp.add_argument("--peers", action="store_true", help="also time ONNX Runtime and PyTorch on the same input (engine/peers.py)")
     sp = sub.add_parser("autoschedule", help="run one of Halide's autoschedulers and measure its result")
     _common(sp, schedule=False)
     sp.add_argument("--with", dest="autoscheduler", choices=list(AUTOSCHEDULERS), default="Adams2019")
@@ -89,6 +91,8 @@ def parser() -> argparse.ArgumentParser:
     bp.add_argument("--repeats", type=int, default=3, help="measurements per variant (median of medians)")
     bp.add_argument("--min-time", type=float, default=0.5)
     bp.add_argument("--out", help="also write the JSON result to this file")
+    add_bench_models_parser(bsub)
+    cli_costmodel.register(sub)
     return ap
 
 
@@ -152,7 +156,18 @@ def cmd_measure(args: argparse.Namespace) -> int:
     runner, db = _runner_db(args)
     with runner:
         m = api.measure(p, s, runner, db, force=args.force, **_job_opts(args))
-    return _report(args, m, {"schedule": s.name or args.schedule, "size": args.size})
+    extra: dict[str, Any] = {"schedule": s.name or args.schedule, "size": args.size}
+    if args.peers and m.ok:
+        from .peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
+
+        extra["peers"] = [t.to_json() for t in measure_peers(p, runner.threads, args.min_time)]
+    code = _report(args, m, extra)
+    for t in extra.get("peers", []) if not args.json else []:
+        print(
+            f"  {t['peer']}: "
+            + (f"median {t['median_ms']:.3f} ms (min {t['min_ms']:.3f}), verified {t['verified']}" if t["ok"] else t["error"])
+        )
+    return code
 
 
 def cmd_autoschedule(args: argparse.Namespace) -> int:
@@ -213,9 +228,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
+    if args.bench == "models":
+        from .bench_models import bench_models  # noqa: PLC0415
 
-    result = bench_core(args)
+        result = bench_models(args)
+    else:
+        from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
+
+        result = bench_core(args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     _print(args, result, result["table"])
@@ -231,6 +251,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "import": cmd_import,
     "bench": cmd_bench,
+    "costmodel": lambda args: cli_costmodel.run(args),
 }
 
 

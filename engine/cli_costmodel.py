@@ -1,0 +1,123 @@
+"""`costmodel generate | train | eval`: the learned cost models from the command line.
+
+Wiring (engine/cli.py): `cli_costmodel.register(sub)` in `parser()` and
+`COMMANDS["costmodel"] = cli_costmodel.run`. With --json each prints one JSON object;
+progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from . import api
+from .randpipe import FLOP_BUDGET
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `costmodel` command and its subcommands to a `add_subparsers()` object."""
+    sp = subparsers.add_parser("costmodel", help="learned cost models: generate data, train, evaluate")
+    sub = sp.add_subparsers(dest="costmodel", required=True)
+    g = sub.add_parser("generate", help="measure random schedules of random (and zoo) pipelines into the database")
+    g.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
+    g.add_argument("--pipelines", type=int, default=20, help="random pipelines (seeds SEED, SEED+1, ...)")
+    g.add_argument("--per-pipeline", type=int, default=10, help="verified schedules per pipeline")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--workers", type=int, default=1, help="worker processes measuring in parallel (1 gives the cleanest timings)")
+    g.add_argument("--threads", type=int, default=None, help="Halide threads per worker (default: cores / workers)")
+    g.add_argument("--no-zoo", action="store_true", help="leave out the zoo pipelines at small size")
+    g.add_argument("--max-stages", type=int, default=8)
+    g.add_argument("--size", choices=list(FLOP_BUDGET), default="small")
+    g.add_argument("--min-time", type=float, default=0.05, help="minimum timed seconds per schedule")
+    g.add_argument("--timeout", type=float, default=20.0, help="seconds before a schedule's job is killed")
+    g.add_argument("--json", action="store_true")
+    t = sub.add_parser("train", help="train the GNN, Halide-style and TVM-style models from the database")
+    t.add_argument("--db", help="SQLite file")
+    t.add_argument("--out", help="model directory (default: the user data directory's costmodel/)")
+    t.add_argument("--models", default="gnn,halide,tvm")
+    t.add_argument("--epochs", type=int, default=60)
+    t.add_argument("--rounds", type=int, default=300, help="LightGBM boosting rounds")
+    t.add_argument("--target", choices=["log", "relative"], default="log", help="log run time, or log time relative to its pipeline")
+    t.add_argument("--rank-weight", type=float, default=0.0, help="weight of the pairwise ranking loss (torch models)")
+    t.add_argument("--holdout-pipelines", type=float, default=0.2)
+    t.add_argument("--holdout-schedules", type=float, default=0.2)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=None, help="torch threads")
+    t.add_argument("--json", action="store_true")
+    e = sub.add_parser("eval", help="metrics of the trained models on their held-out pipelines and schedules")
+    e.add_argument("--db", help="SQLite file")
+    e.add_argument("--models-dir", help="model directory (default: the user data directory's costmodel/)")
+    e.add_argument("--no-analytic", action="store_true", help="leave out the analytic roofline reference")
+    e.add_argument("--json", action="store_true")
+    return sp
+
+
+def _db(args: argparse.Namespace) -> str:
+    from .database import default_path  # noqa: PLC0415
+
+    return args.db or str(default_path())
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _print(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    print(json.dumps(obj, indent=2) if args.json else text)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return {"generate": _generate, "train": _train, "eval": _eval}[args.costmodel](args)
+    except (ValueError, FileNotFoundError) as exc:
+        raise api.InputError(str(exc)) from None
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from .costmodel.dataset import generate  # noqa: PLC0415  # heavy imports only for this command
+
+    def progress(k: int, n: int, st: dict[str, int]) -> None:
+        _err(f"[{k}/{n}] " + ", ".join(f"{a} {b}" for a, b in sorted(st.items())))
+
+    res = generate(
+        _db(args), args.pipelines, args.per_pipeline, args.seed, args.workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
+        size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout}, progress=progress,
+    )  # fmt: skip
+    _print(args, res, ", ".join(f"{k} {v}" for k, v in res.items()))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .costmodel.train import train_all  # noqa: PLC0415
+
+    res = train_all(
+        _db(args), args.out, models=[m.strip() for m in args.models.split(",") if m.strip()], epochs=args.epochs, rounds=args.rounds,
+        target=args.target, rank_weight=args.rank_weight, holdout_pipelines=args.holdout_pipelines,
+        holdout_schedules=args.holdout_schedules, seed=args.seed, threads=args.threads, log=_err,
+    )  # fmt: skip
+    text = f"trained {', '.join(res['models'])} on {res['train']} samples ({res['pipelines']} pipelines); saved to {res['out']}"
+    _print(args, res, text)
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .costmodel.evaluate import evaluate  # noqa: PLC0415
+    from .costmodel.train import default_dir  # noqa: PLC0415
+
+    res = evaluate(_db(args), args.models_dir or default_dir(), with_analytic=not args.no_analytic)
+    cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")
+    lines = ["held-out pipelines (seen pipelines' held-out schedules in brackets)", f"{'model':<10}" + "".join(f"{c:>22}" for c in cols)]
+    for name, m in res.items():
+        cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
+        lines.append(f"{name:<10}{cells}")
+    _print(args, res, "\n".join(lines))
+    return 0

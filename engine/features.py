@@ -1,0 +1,463 @@
+"""Per-stage and per-edge features of a scheduled pipeline, from the loop-nest model.
+
+Nodes are the pipeline's stages (in declaration order, inlined ones included so a
+pipeline's graph never changes with the schedule); edges are its producer -> consumer
+pairs of stages. A node has algorithm features (what the stage computes: its op
+histogram, loads and access patterns) and schedule features in the spirit of Halide's
+Adams2019 featurization (Featurization.h): realizations, points computed, loop extents,
+vectorization, parallelism, bytes at each level, ... all derived from `engine.loopnest`,
+never from Halide. Counts spanning orders of magnitude are log-scaled (`log1p`); the
+table `FEATURES` says which. Bump `VERSION` whenever a feature changes meaning, so stored
+features (engine/costmodel/dataset.py) are recomputed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import expr as E
+from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
+from .loopnest import LoopNest, Placement
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    log: bool  # stored as log1p(value)
+    doc: str
+
+
+def _t(*rows: tuple[str, bool, str]) -> tuple[Feature, ...]:
+    return tuple(Feature(*r) for r in rows)
+
+
+# Op kinds of the histogram: float arithmetic (values) and integer arithmetic (indices).
+FLOAT_OPS = ("add", "sub", "mul", "div", "min", "max", "cmp", "select", "exp", "log", "sqrt", "tanh", "erf", "sigmoid", "absneg")
+INT_OPS = ("addsub", "mul", "divmod", "minmax", "cmp", "logic")
+PATTERNS = ("pointwise", "stencil", "transpose", "broadcast", "slice", "reduction", "strided", "nonaffine")
+
+ALGORITHM = (
+    tuple(Feature(f"op_f_{k}", True, f"float '{k}' operations per point (pure + update definition)") for k in FLOAT_OPS)
+    + tuple(Feature(f"op_i_{k}", True, f"integer (index) '{k}' operations per point") for k in INT_OPS)
+    + _t(
+        ("loads_input", True, "loads from pipeline inputs per point"),
+        ("loads_stage", True, "loads from other stages per point"),
+        ("loads_self", False, "1 for a reduction (its update reads its own value)"),
+    )
+    + tuple(Feature(f"access_{k}", True, f"accesses of pattern '{k}' (see _pattern)") for k in PATTERNS)
+    + _t(
+        ("flops_per_point", True, "FLOPs per output point of the stage's own definition (reduction included)"),
+        ("points", True, "output points of the stage (its size)"),
+        ("reduction_extent", True, "points of the reduction domain (1 when pure)"),
+        ("rank", False, "number of output dims"),
+        ("is_reduction", False, "1 when the stage has an update definition"),
+        ("is_output", False, "1 for a pipeline output"),
+        ("n_stage_producers", False, "stages it reads"),
+        ("n_input_producers", False, "pipeline inputs it reads"),
+        ("n_consumers", False, "stages that read it"),
+    )
+)
+
+SCHEDULE = _t(
+    ("compute_inline", False, "1 when inlined into its consumers"),
+    ("compute_root", False, "1 when computed at root"),
+    ("compute_at", False, "1 when computed at a loop of a consumer"),
+    ("store_outer", False, "1 when stored at a level outside where it is computed (store_root / store_at)"),
+    ("compute_depth", False, "loops enclosing the compute site, through the chain of consumers"),
+    ("store_depth", False, "loops enclosing the store site"),
+    ("realizations", True, "allocations of its buffer (trips of the loops outside the store site)"),
+    ("productions", True, "times a region of it is computed (trips of the loops outside the compute site)"),
+    ("points_per_realization", True, "points computed per allocation"),
+    ("points_per_production", True, "points computed per production (its region)"),
+    ("points_total", True, "points computed in the whole run (recomputation included)"),
+    ("points_minimum", True, "points a correct result needs (the stage size); a reference, schedule-independent"),
+    ("recompute_ratio", True, "points_total / points_minimum"),
+    ("work_per_point", True, "FLOPs per point with inlined producers substituted (reduction included)"),
+    ("work_total", True, "work_per_point * points_total"),
+    ("innermost_extent", True, "extent of the innermost loop of the last definition"),
+    ("innermost_pure_extent", True, "extent of the innermost non-reduction loop"),
+    ("innermost_contiguous", False, "1 when the innermost loop walks the stage's last dim with stride 1"),
+    ("innermost_is_rvar", False, "1 when the innermost loop is a reduction loop"),
+    ("n_loops", False, "loops of the last definition"),
+    ("unroll_extent", True, "product of the unrolled loops' extents"),
+    ("inner_parallelism", True, "product of the stage's own parallel loops' extents"),
+    ("outer_parallelism", True, "product of the parallel loops of consumers enclosing the compute site"),
+    ("parallel_launches", True, "times its outermost parallel loop starts (0 when serial)"),
+    ("vector_size", True, "lanes of the vectorized loop (1 when scalar)"),
+    ("vector_contiguous", False, "1 when the vectorized loop walks the last dim with stride 1"),
+    ("num_vectors", True, "vector iterations of the innermost statement in the whole run"),
+    ("num_scalars", True, "scalar iterations of the innermost statement in the whole run"),
+    ("tail_points", True, "points computed beyond the region by splits that round up or shift inwards (whole run; ignores guards)"),
+    ("guarded_tails", False, "splits with tail='guard_with_if' (their last iteration is guarded, often scalar)"),
+    ("bytes_at_realization", True, "bytes of its allocation"),
+    ("bytes_at_production", True, "bytes of the region computed per production"),
+    ("bytes_at_root", True, "bytes of the whole stage; a reference, schedule-independent"),
+    ("innermost_bytes_at_realization", True, "bytes of the allocation along its innermost dim"),
+    ("innermost_bytes_at_production", True, "bytes of the region along its innermost dim"),
+    ("innermost_bytes_at_root", True, "bytes of the stage along its innermost dim"),
+    ("inlined_calls", True, "evaluations of an inlined stage in the whole run (0 unless inlined)"),
+    ("unique_bytes_read_per_realization", True, "bytes of inputs and stored stages one production reads"),
+    ("unique_bytes_read_per_iteration", True, "bytes read per iteration of the innermost loop"),
+    ("bytes_read_total", True, "unique_bytes_read_per_realization * productions"),
+    ("working_set", True, "bytes of the region plus the buffers of producers stored inside its loops"),
+    ("loads_dense", True, "loads contiguous along the vectorized (else innermost) loop"),
+    ("loads_broadcast", True, "loads invariant along the vectorized (else innermost) loop"),
+    ("loads_gather", True, "loads strided or indirect along the vectorized (else innermost) loop"),
+)
+
+FEATURES: tuple[Feature, ...] = ALGORITHM + SCHEDULE
+EDGE_FEATURES: tuple[Feature, ...] = _t(
+    ("bytes_per_consumer_realization", True, "bytes of the producer one production of the consumer reads (0 if either is inlined)"),
+    ("bytes_per_consumer_iteration", True, "bytes of the producer one innermost iteration of the consumer reads"),
+    ("producer_inline", False, "1 when the producer is inlined"),
+    ("producer_at_consumer", False, "1 when the producer is computed at a loop of this consumer"),
+    ("producer_at_other", False, "1 when the producer is computed at a loop of another stage"),
+    ("producer_root", False, "1 when the producer is computed at root"),
+    ("consumer_inline", False, "1 when the consumer is inlined"),
+    ("accesses", True, "accesses to the producer in the consumer's definitions"),
+    ("pointwise", False, "accesses of pattern pointwise"),
+    ("stencil", False, "accesses of pattern stencil"),
+    ("broadcast", False, "accesses of pattern broadcast"),
+    ("reduction", False, "accesses of pattern reduction"),
+    ("other", False, "accesses of pattern transpose, slice, strided or nonaffine"),
+)
+N_FEATURES, N_EDGE_FEATURES = len(FEATURES), len(EDGE_FEATURES)
+INDEX = {f.name: k for k, f in enumerate(FEATURES)}
+EDGE_INDEX = {f.name: k for k, f in enumerate(EDGE_FEATURES)}
+_LOG = np.array([f.log for f in FEATURES])
+_EDGE_LOG = np.array([f.log for f in EDGE_FEATURES])
+
+
+# --- algorithm features -----------------------------------------------------------------
+_FN_KIND = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "sqrt", "tanh": "tanh", "erf": "erf", "sigmoid": "sigmoid"}
+_INT_KIND = {"+": "addsub", "-": "addsub", "*": "mul", "//": "divmod", "%": "divmod", "/": "divmod", "min": "minmax", "max": "minmax"}
+_FLOAT_KIND = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "div", "%": "div", "min": "min", "max": "max"}
+
+
+def op_histogram(e: E.Expr, hist: dict[str, int]) -> str:
+    """Count `e`'s operations into `hist` ('f_add', 'i_mul', ...); returns its type: 'f', 'i' or 'b'."""
+    if isinstance(e, E.Const):
+        return "i" if isinstance(e.value, int) else "f"
+    if isinstance(e, E.Var):
+        return "i"
+    if isinstance(e, E.Access):
+        for ix in e.index:
+            op_histogram(ix, hist)
+        return "f"
+    if isinstance(e, E.BinOp):
+        ta, tb = op_histogram(e.a, hist), op_histogram(e.b, hist)
+        if e.op in ("and", "or"):
+            key, out = "i_logic", "b"
+        elif e.op in E.COMPARE_OPS:
+            key, out = ("f_cmp" if "f" in (ta, tb) else "i_cmp"), "b"
+        else:
+            out = "f" if "f" in (ta, tb) or e.op == "/" else "i"
+            key = f"f_{_FLOAT_KIND[e.op]}" if out == "f" else f"i_{_INT_KIND[e.op]}"
+        hist[key] = hist.get(key, 0) + 1
+        return out
+    if isinstance(e, E.Call):
+        t = op_histogram(e.args[0], hist)
+        key = f"f_{_FN_KIND.get(e.fn, 'absneg')}"
+        if e.fn != "float":
+            hist[key] = hist.get(key, 0) + 1
+        return "f" if e.fn not in ("abs", "neg") else t
+    if isinstance(e, E.Select):
+        op_histogram(e.cond, hist)
+        t = op_histogram(e.then, hist)
+        op_histogram(e.other, hist)
+        hist["f_select"] = hist.get("f_select", 0) + 1
+        return t
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def affine(e: E.Expr) -> tuple[dict[str, int], int] | None:
+    """`e` as ({var: coefficient}, constant), or None when it is not affine."""
+    if isinstance(e, E.Const):
+        return ({}, e.value) if isinstance(e.value, int) else None
+    if isinstance(e, E.Var):
+        return {e.name: 1}, 0
+    if isinstance(e, E.BinOp) and e.op in ("+", "-"):
+        a, b = affine(e.a), affine(e.b)
+        if a is None or b is None:
+            return None
+        s = 1 if e.op == "+" else -1
+        co = dict(a[0])
+        for v, c in b[0].items():
+            co[v] = co.get(v, 0) + s * c
+        return {v: c for v, c in co.items() if c}, a[1] + s * b[1]
+    if isinstance(e, E.BinOp) and e.op == "*":
+        for k, o in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, E.Const) and isinstance(k.value, int):
+                t = affine(o)
+                return None if t is None else ({v: c * k.value for v, c in t[0].items() if c * k.value}, t[1] * k.value)
+    return None
+
+
+def _pattern(a: E.Access, s: Stage, offsets: dict[str, set]) -> str:
+    """Access pattern from the matrix of index coefficients w.r.t. the stage's loop vars
+    (as Halide's featurization does): identity with one offset -> pointwise, several
+    offsets of the same source -> stencil, permuted -> transpose, fewer source dims than
+    stage dims -> broadcast, constant indices -> slice, reduction variables -> reduction."""
+    aff = [affine(i) for i in a.index]
+    if any(x is None for x in aff):
+        return "nonaffine"
+    rvars = {r.name for r in s.rdom}
+    if any(v in rvars for co, _ in aff for v in co):  # type: ignore[union-attr]
+        return "reduction"
+    pure = [d.name for d in s.dims]
+    cols: list[int] = []
+    const_rows = False
+    for co, _ in aff:  # type: ignore[misc]
+        if not co:
+            const_rows = True
+        elif len(co) > 1 or next(iter(co.values())) != 1:
+            return "strided"
+        else:
+            cols.append(pure.index(next(iter(co))))
+    if len(set(cols)) != len(cols):
+        return "strided"
+    if cols != sorted(cols):
+        return "transpose"
+    if const_rows:
+        return "slice"
+    if len(cols) < len(pure):
+        return "broadcast"
+    return "stencil" if len(offsets.get(a.source, ())) > 1 else "pointwise"
+
+
+def _accesses(s: Stage) -> list[E.Access]:
+    return [a for ex in s.exprs() for a in E.accesses(ex)]
+
+
+def access_patterns(s: Stage, source: str | None = None) -> dict[str, int]:
+    """Count of the stage's accesses (to `source`, or to anything) per pattern."""
+    acc = _accesses(s)
+    offsets: dict[str, set] = {}
+    for a in acc:
+        aff = [affine(i) for i in a.index]
+        if all(x is not None for x in aff):
+            offsets.setdefault(a.source, set()).add(tuple(c for _, c in aff))  # type: ignore[misc]
+    out = dict.fromkeys(PATTERNS, 0)
+    for a in acc:
+        if source is None or a.source == source:
+            out[_pattern(a, s, offsets)] += 1
+    return out
+
+
+def algorithm_features(p: Pipeline, s: Stage) -> dict[str, float]:
+    hist: dict[str, int] = {}
+    for ex in s.exprs():
+        op_histogram(ex, hist)
+    f: dict[str, float] = {f"op_{k}": float(v) for k, v in hist.items()}
+    acc = _accesses(s)
+    f["loads_input"] = sum(a.source in p.input_map for a in acc)
+    f["loads_stage"] = sum(a.source in p.stage_map for a in acc)
+    f["loads_self"] = float(s.is_reduction)
+    f.update({f"access_{k}": float(v) for k, v in access_patterns(s).items()})
+    red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
+    f["flops_per_point"] = s.flops() / s.size
+    f["points"], f["reduction_extent"], f["rank"] = s.size, red, len(s.dims)
+    f["is_reduction"], f["is_output"] = float(s.is_reduction), float(s.name in p.outputs)
+    srcs = s.sources()
+    f["n_stage_producers"] = sum(x in p.stage_map for x in srcs)
+    f["n_input_producers"] = sum(x in p.input_map for x in srcs)
+    f["n_consumers"] = len(p.consumers(s.name))
+    return f
+
+
+# --- schedule features --------------------------------------------------------------------
+def substitute_inlined(p: Pipeline, pl: dict[str, Placement], e: E.Expr, keep: str | None = None) -> E.Expr:
+    """`e` with every inlined stage (except `keep`) replaced by its definition."""
+
+    def sub(n: E.Expr) -> E.Expr | None:
+        if isinstance(n, E.Access) and n.source != keep and n.source in pl and pl[n.source].compute == "inline":
+            st = p.stage(n.source)
+            return substitute_inlined(p, pl, E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)}), keep)
+        return None
+
+    return E.rebuild(e, sub)
+
+
+def _site(nest: LoopNest, name: str, store: bool) -> tuple[int, int, int]:
+    """(loops enclosing the site, trips of those loops, product of their parallel extents)."""
+    pl = nest.placements[name]
+    at = pl.store if store and pl.store is not None else pl.at
+    if store and nest.schedule.of(name).store() == {"kind": "store_root"}:
+        at = None
+    if pl.compute != "at" or at is None:
+        return 0, 1, 1
+    cons, loop = at
+    depth, trips, par = _site(nest, cons, False)
+    loops = nest.placements[cons].loops
+    idx = [lp.name for lp in loops].index(loop)
+    for lp in loops[: idx + 1]:
+        trips *= lp.extent
+        par *= lp.extent if lp.kind == "parallel" else 1
+    return depth + idx + 1, trips, par
+
+
+def _inlined_calls(nest: LoopNest, name: str) -> float:
+    p, pls = nest.pipeline, nest.placements
+    total = 0.0
+    for c, cpl in pls.items():
+        if cpl.compute == "inline":
+            continue
+        cs = p.stage(c)
+        n_val = sum(a.source == name for a in E.accesses(substitute_inlined(p, pls, cs.value, keep=name)))
+        n_upd = 0
+        if cs.update is not None:
+            n_upd = sum(a.source == name for a in E.accesses(substitute_inlined(p, pls, cs.update, keep=name)))
+        red = math.prod(r.extent for r in cs.rdom) if cs.rdom else 1
+        total += (n_val + n_upd * red) * cpl.points_total
+    return total
+
+
+def _loads_along(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, int]:
+    """(dense, broadcast, gather) loads of the last definition along loop dim `dim`."""
+    body = s.update if s.update is not None else s.value
+    dense = bcast = gather = 0
+    for a in E.accesses(substitute_inlined(nest.pipeline, nest.placements, body)):
+        deps = [k for k, ix in enumerate(a.index) if dim in E.variables(ix)]
+        if not deps:
+            bcast += 1
+            continue
+        last = affine(a.index[-1])
+        if deps == [len(a.index) - 1] and last is not None and last[0].get(dim) == 1:
+            dense += 1
+        else:
+            gather += 1
+    return dense, bcast, gather
+
+
+def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
+    p, pl = nest.pipeline, nest.placements[name]
+    s = p.stage(name)
+    f: dict[str, float] = {f"compute_{pl.compute}": 1.0}
+    f["points_minimum"] = s.size
+    f["bytes_at_root"] = s.size * BYTES_PER_ELEMENT
+    f["innermost_bytes_at_root"] = s.dims[-1].extent * BYTES_PER_ELEMENT
+    if pl.compute == "inline":
+        f["inlined_calls"] = _inlined_calls(nest, name)
+        return f
+    depth, productions, outer_par = _site(nest, name, False)
+    sdepth, realizations, _ = _site(nest, name, True)
+    f["store_outer"] = float(sdepth < depth or nest.schedule.of(name).store() == {"kind": "store_root"})
+    f["compute_depth"], f["store_depth"] = depth, sdepth
+    f["productions"], f["realizations"] = productions, realizations
+    region = math.prod(pl.region)
+    f["points_per_production"], f["points_total"] = region, region * productions
+    f["points_per_realization"] = region * productions / max(realizations, 1)
+    f["recompute_ratio"] = region * productions / s.size
+    red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
+    per_point = E.flops(substitute_inlined(p, nest.placements, s.value))
+    if s.update is not None:
+        per_point += (E.flops(substitute_inlined(p, nest.placements, s.update)) + 1) * red
+    f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
+    loops = pl.loops
+    last_dim = s.dims[-1].name
+    inner = loops[-1]
+    f["innermost_extent"] = inner.extent
+    f["innermost_pure_extent"] = next((lp.extent for lp in reversed(loops) if not lp.rvar), 1)
+    f["innermost_contiguous"] = float(any(pt.dim == last_dim and pt.stride == 1 for pt in inner.parts))
+    f["innermost_is_rvar"] = float(inner.rvar)
+    f["n_loops"] = len(loops)
+    f["unroll_extent"] = math.prod(lp.extent for lp in loops if lp.kind == "unrolled")
+    par = [k for k, lp in enumerate(loops) if lp.kind == "parallel"]
+    own_par = max(math.prod(lp.extent for lp in lst if lp.kind == "parallel") for lst in (loops, pl.pure_loops))
+    f["inner_parallelism"], f["outer_parallelism"] = own_par, outer_par
+    f["parallel_launches"] = productions * math.prod(lp.extent for lp in loops[: par[0]]) if par else 0
+    vec = next((lp for lp in reversed(loops) if lp.kind == "vectorized"), None)
+    trips = productions * math.prod(lp.extent for lp in loops)
+    vw = vec.extent if vec is not None else 1
+    f["vector_size"] = vw
+    f["vector_contiguous"] = float(vec is not None and any(pt.dim == last_dim and pt.stride == 1 for pt in vec.parts))
+    f["num_vectors"] = trips / vw if vec is not None else 0.0
+    f["num_scalars"] = 0.0 if vec is not None else trips
+    f["tail_points"] = max(0, math.prod(lp.extent for lp in pl.pure_loops) - region) * productions
+    ss = nest.schedule.of(name)
+    f["guarded_tails"] = sum(d.get("tail") == "guard_with_if" for d in ss.pure + ss.update)
+    alloc = math.prod(pl.allocation)
+    f["bytes_at_realization"] = alloc * BYTES_PER_ELEMENT
+    f["bytes_at_production"] = region * BYTES_PER_ELEMENT
+    f["innermost_bytes_at_realization"] = pl.allocation[-1] * BYTES_PER_ELEMENT
+    f["innermost_bytes_at_production"] = pl.region[-1] * BYTES_PER_ELEMENT
+    per_real = per_iter = 0
+    for src in nest.effective_sources(name):
+        per_real += math.prod(nest.required_region(src, name, per="realization"))
+        per_iter += math.prod(nest.required_region(src, name, per="iteration"))
+    f["unique_bytes_read_per_realization"] = per_real * BYTES_PER_ELEMENT
+    f["unique_bytes_read_per_iteration"] = per_iter * BYTES_PER_ELEMENT
+    f["bytes_read_total"] = per_real * BYTES_PER_ELEMENT * productions
+    inside = sum(
+        math.prod(q.allocation) for q in nest.placements.values() if q.compute == "at" and (q.store or q.at or ("", ""))[0] == name
+    )
+    f["working_set"] = (region + inside) * BYTES_PER_ELEMENT
+    along = vec if vec is not None else inner
+    dim = next((pt.dim for pt in along.parts if pt.stride == 1), along.parts[0].dim if along.parts else None)
+    f["loads_dense"], f["loads_broadcast"], f["loads_gather"] = _loads_along(nest, s, dim)
+    return f
+
+
+# --- arrays ------------------------------------------------------------------------------
+def _row(values: dict[str, float], index: dict[str, int], n: int) -> np.ndarray:
+    row = np.zeros(n, dtype=np.float64)
+    for k, v in values.items():
+        row[index[k]] = v
+    return row
+
+
+def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
+    """[n_stages, N_FEATURES] float32, one row per stage in `pipeline.stages` order."""
+    p = nest.pipeline
+    rows = [_row(algorithm_features(p, s) | schedule_features(nest, s.name), INDEX, N_FEATURES) for s in p.stages]
+    x = np.stack(rows)
+    if log:
+        x[:, _LOG] = np.log1p(np.maximum(x[:, _LOG], 0.0))
+    return x.astype(np.float32)
+
+
+def edge_index_and_features(nest: LoopNest, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Producer -> consumer edges between stages: ([2, E] int64 node indices, [E, N_EDGE_FEATURES] float32)."""
+    p, pls = nest.pipeline, nest.placements
+    pos = {s.name: k for k, s in enumerate(p.stages)}
+    pairs, rows = [], []
+    for s in p.stages:
+        for prod in s.sources():
+            if prod not in p.stage_map:
+                continue
+            pp, cp = pls[prod], pls[s.name]
+            f: dict[str, float] = {"consumer_inline": float(cp.compute == "inline")}
+            if pp.compute == "inline":
+                f["producer_inline"] = 1.0
+            elif pp.compute == "root":
+                f["producer_root"] = 1.0
+            elif pp.at is not None and pp.at[0] == s.name:
+                f["producer_at_consumer"] = 1.0
+            else:
+                f["producer_at_other"] = 1.0
+            if pp.compute != "inline" and cp.compute != "inline":
+                f["bytes_per_consumer_realization"] = math.prod(nest.required_region(prod, s.name, "realization")) * BYTES_PER_ELEMENT
+                f["bytes_per_consumer_iteration"] = math.prod(nest.required_region(prod, s.name, "iteration")) * BYTES_PER_ELEMENT
+            pat = access_patterns(s, prod)
+            f["accesses"] = sum(pat.values())
+            for k in ("pointwise", "stencil", "broadcast", "reduction"):
+                f[k] = pat[k]
+            f["other"] = pat["transpose"] + pat["slice"] + pat["strided"] + pat["nonaffine"]
+            pairs.append((pos[prod], pos[s.name]))
+            rows.append(_row(f, EDGE_INDEX, N_EDGE_FEATURES))
+    ei = np.array(pairs, dtype=np.int64).T.reshape(2, -1)
+    ef = np.stack(rows) if rows else np.zeros((0, N_EDGE_FEATURES))
+    if log and len(rows):
+        ef[:, _EDGE_LOG] = np.log1p(np.maximum(ef[:, _EDGE_LOG], 0.0))
+    return ei, ef.astype(np.float32)
+
+
+def featurize(nest: LoopNest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node features, edge index, edge features) of one scheduled pipeline."""
+    ei, ef = edge_index_and_features(nest)
+    return stage_features(nest), ei, ef

@@ -1,0 +1,429 @@
+"""Random legal schedules, by construction: a sequence of per-stage decisions.
+
+Stages are decided from the outputs back to the inputs, so when a stage is decided all
+its consumers already have their loops: first where it is computed (inline, root, or at
+a loop of a consumer that exists in `final_loops`), then its loops (splits, an order, a
+vectorized innermost loop, an unrolled loop, a parallel outer loop). Every directive is
+applied to the loop list as it is chosen (engine/loops.py), so only existing loops are
+named. The same decision sequence is what a search walks (the search issue shares it).
+
+Legality rules beyond `schedule.validate`, which Halide enforces at lowering:
+- a stage computed at a consumer C's loop must have every use inside that loop: each of
+  its other (effective, i.e. after inlining) consumers must be computed at C at that loop
+  or one inside it, and a reduction C must not read it in its pure (initial) definition;
+- no split may make Halide compute more than the stage's region: Halide grows the region
+  of a pure split larger than the loop (ShiftInwards) and of an update split that does not
+  divide it (RoundUp), and the growth propagates to the inputs, which are read out of
+  bounds. So factors are chosen against the region the loop-nest model gives the stage
+  at its location, and an update split that does not divide its loop gets
+  tail='guard_with_if' (as does every split of a stage computed inside a guarded loop,
+  whose edge regions are smaller, or read with several index patterns: `_union_varies`);
+- a stage read through a non-affine index is computed inline or at root (`nonaffine_read`);
+- no compute_at at a stage whose tiles can be empty (see `_may_be_empty`) or that is stored
+  outside its compute level (Halide slides its window: regions shift from the model's);
+- no compute_at at or inside a vectorized or unrolled loop (legal but pathological: huge
+  code and compile times); no store_root / store_at (see `_decide`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from . import expr as E
+from . import loopnest
+from . import loops as L
+from .features import affine
+from .ir import Pipeline, Stage
+from .schedule import Schedule, StageSchedule, final_loops, validate
+
+Directive = dict[str, Any]
+Location = tuple[str, ...]  # ("root",), ("inline",) or ("at", consumer, loop)
+VECTOR_WIDTHS = (4, 8, 16)
+
+
+def _as_random(rng: random.Random | np.random.Generator) -> random.Random:
+    if isinstance(rng, np.random.Generator):
+        return random.Random(int(rng.integers(2**62)))
+    return rng
+
+
+# --- where a stage may be computed ---------------------------------------------------------
+def _inlined(sched: Schedule, name: str) -> bool:
+    return sched.of(name).compute()["kind"] == "compute_inline"
+
+
+def effective_consumers(p: Pipeline, sched: Schedule, name: str) -> set[str]:
+    """Non-inlined stages that read `name`, directly or through inlined stages."""
+    out: set[str] = set()
+    for c in p.consumers(name):
+        if c in p.stage_map:
+            out |= effective_consumers(p, sched, c) if _inlined(sched, c) else {c}
+    return out
+
+
+def _under_select(p: Pipeline, sched: Schedule, e: E.Expr, name: str, inside: bool = False) -> bool:
+    """Does `e` read `name` inside a branch of a select (a pad), inlined stages substituted?"""
+    if isinstance(e, E.Select):
+        return _under_select(p, sched, e.cond, name, inside) or any(_under_select(p, sched, x, name, True) for x in (e.then, e.other))
+    if isinstance(e, E.Access):
+        if e.source == name and inside:
+            return True
+        if e.source in p.stage_map and _inlined(sched, e.source) and _under_select(p, sched, p.stage(e.source).value, name, inside):
+            return True
+    return any(_under_select(p, sched, c, name, inside) for c in E.children(e))
+
+
+def _may_be_empty(p: Pipeline, sched: Schedule, name: str) -> bool:
+    """Can a tile of `name` be empty? Yes when it is computed per tile of a consumer that
+    reads it only inside a select (a pad): a tile in the border needs none of it. Halide
+    then gives the stages computed at its outer loops negative-extent boxes, and their
+    input bounds checks fail although nothing is read (seen with pad -> scale -> bn)."""
+    if sched.of(name).compute()["kind"] != "compute_at":
+        return False
+    return any(_under_select(p, sched, ex, name) for c in effective_consumers(p, sched, name) for ex in p.stage(c).exprs())
+
+
+def _effective(p: Pipeline, sched: Schedule, e: E.Expr) -> E.Expr:
+    """`e` with the inlined stages substituted."""
+
+    def sub(n: E.Expr) -> E.Expr | None:
+        if isinstance(n, E.Access) and n.source in p.stage_map and _inlined(sched, n.source):
+            st = p.stage(n.source)
+            return _effective(p, sched, E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)}))
+        return None
+
+    return E.rebuild(e, sub)
+
+
+def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
+    """Every legal compute location of stage `name`, given the decisions of its consumers."""
+    s = p.stage(name)
+    if name in p.outputs:
+        return [("root",)]
+    opts: list[Location] = [("root",)]
+    if not s.is_reduction:
+        opts.append(("inline",))
+    if nonaffine_read(p, sched, name):
+        return opts
+    cons = effective_consumers(p, sched, name)
+    for c in sorted(cons):
+        cs = p.stage(c)
+        if cs.is_reduction and any(a.source == name for a in E.accesses(_effective(p, sched, cs.value))):
+            continue  # used by the initial definition, which the update's loops do not enclose
+        if _may_be_empty(p, sched, c) or sched.of(c).store() is not None:
+            continue  # empty tiles; or a sliding window, whose shifted regions the model does not know
+        loops = final_loops(p, sched, c)
+        names = [lp.name for lp in loops]
+        limit = len(loops) - 1
+        for other in cons - {c}:
+            comp = sched.of(other).compute()
+            if comp["kind"] != "compute_at" or comp["consumer"] != c:
+                limit = -1
+                break
+            limit = min(limit, names.index(comp["loop"]))
+        for k, lp in enumerate(loops[: limit + 1]):
+            if lp.kind in ("vectorized", "unrolled"):
+                break  # nothing at or inside a vector or unrolled loop
+            opts.append(("at", c, names[k]))
+    return opts
+
+
+def _location_directives(loc: Location) -> list[Directive]:
+    if loc[0] == "at":
+        return [{"kind": "compute_at", "consumer": loc[1], "loop": loc[2]}]
+    return [{"kind": f"compute_{loc[0]}"}]
+
+
+def _location_of(ss: StageSchedule) -> Location:
+    c = ss.compute()
+    if c["kind"] == "compute_at":
+        return ("at", c["consumer"], c["loop"])
+    return ("inline",) if c["kind"] == "compute_inline" else ("root",)
+
+
+def choose_location(p: Pipeline, sched: Schedule, name: str, rng: random.Random) -> Location:
+    opts = locations(p, sched, name)
+    groups = {k: [o for o in opts if o[0] == k] for k in ("inline", "root", "at")}
+    weights = {"inline": 0.3, "root": 0.35, "at": 0.35}
+    kinds = [k for k in groups if groups[k]]
+    kind = rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
+    return rng.choice(groups[kind])
+
+
+# --- the loops of one definition ------------------------------------------------------------
+def _pow2_upto(n: int, lo: int = 2) -> list[int]:
+    out, f = [], lo
+    while f <= n:
+        out.append(f)
+        f *= 2
+    return out
+
+
+def _factor(rng: random.Random, extent: int, choices: list[int]) -> int | None:
+    """A factor no larger than the loop (a larger one would grow the region); dividing
+    factors are preferred 2:1 (no tail at all)."""
+    ok = [f for f in choices if f <= extent]
+    if not ok:
+        return None
+    div = [f for f in ok if extent % f == 0]
+    return rng.choice(div) if div and rng.random() < 2 / 3 else rng.choice(ok)
+
+
+def _fresh(loops: list[L.Loop], base: str) -> str:
+    names = {lp.name for lp in loops}
+    name, k = base, 2
+    while name in names:
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
+class _Def:
+    """Directives of one definition, applied to its loop list (extents of the stage's
+    region at its location) as they are chosen."""
+
+    def __init__(self, s: Stage, update: bool, extents: dict[str, int], guard_all: bool) -> None:
+        self.loops = L.initial_loops(s, update, extents)
+        self.directives: list[Directive] = []
+        self.update, self.guard_all = update, guard_all
+
+    def tail(self, loop: str, factor: int) -> str | None:
+        """The tail strategy a split needs so that Halide never grows the region."""
+        lp = next(x for x in self.loops if x.name == loop)
+        if self.guard_all or (self.update and not lp.rvar and lp.extent % factor):
+            return "guard_with_if"
+        return None
+
+    def add(self, d: Directive) -> None:
+        if "factor" in d and d["kind"] != "fuse":
+            tail = self.tail(d["loop"], d["factor"])
+            if tail:
+                d["tail"] = tail
+        self.loops = L.apply(self.loops, d)
+        self.directives.append(d)
+
+    def names(self) -> list[str]:
+        return [lp.name for lp in self.loops]
+
+
+def _split_and_order(d: _Def, rng: random.Random, update: bool) -> None:
+    split_of: dict[str, tuple[str, str]] = {}
+    for lp in list(d.loops):
+        if lp.extent < 4 or rng.random() > (0.25 if lp.rvar else 0.4):
+            continue
+        f = _factor(rng, lp.extent, _pow2_upto(lp.extent // 2))
+        if f is None:
+            continue
+        outer, inner = _fresh(d.loops, f"{lp.name}o"), _fresh(d.loops, f"{lp.name}i")
+        d.add({"kind": "split", "loop": lp.name, "outer": outer, "inner": inner, "factor": f})
+        split_of[lp.name] = (outer, inner)
+    order = d.names()
+    if split_of and rng.random() < 0.5:  # tile: every outer part outside every inner part
+        inners = {i for _, i in split_of.values()}
+        order = [n for n in order if n not in inners] + [n for n in order if n in inners]
+    by_name = {lp.name: lp for lp in d.loops}
+    if update and rng.random() < 0.4:  # register-blocking style: the innermost pure loops inside the reduction
+        tail = [n for n in order if not by_name[n].rvar][-rng.randint(1, 2) :]
+        order = [n for n in order if n not in tail] + tail
+    if len(order) >= 3 and rng.random() < 0.2:  # a random perturbation
+        k = rng.randrange(len(order) - 1)
+        order[k], order[k + 1] = order[k + 1], order[k]
+    if order != d.names() and len(order) >= 2:
+        d.add({"kind": "reorder", "loops": list(reversed(order))})
+
+
+def _vectorize_unroll(d: _Def, rng: random.Random, p_vec: float, p_unroll: float) -> None:
+    inner = d.loops[-1]
+    if not inner.rvar and inner.extent >= 2 and rng.random() < p_vec:
+        f = _factor(rng, inner.extent, list(VECTOR_WIDTHS)) or _factor(rng, inner.extent, [2])
+        if f is not None:
+            d.add({"kind": "vectorize", "loop": inner.name, "factor": f})
+    if len(d.loops) >= 2 and rng.random() < p_unroll:
+        lp = d.loops[-2]
+        f = _factor(rng, lp.extent, [2, 4, 8])
+        if f is not None and lp.kind == "serial":
+            d.add({"kind": "unroll", "loop": lp.name, "factor": f})
+
+
+def _parallelize(d: _Def, rng: random.Random, p_par: float) -> None:
+    if rng.random() > p_par:
+        return
+    pure = [k for k, lp in enumerate(d.loops) if not lp.rvar and lp.kind == "serial" and lp.extent >= 2]
+    if not pure:
+        return
+    k = pure[0]
+    lp = d.loops[k]
+    nxt = d.loops[k + 1] if k + 1 < len(d.loops) else None
+    if nxt is not None and not nxt.rvar and nxt.kind == "serial" and rng.random() < 0.25:
+        fused = _fresh(d.loops, f"{lp.name}_{nxt.name}")
+        d.add({"kind": "fuse", "inner": nxt.name, "outer": lp.name, "fused": fused})
+        d.add({"kind": "parallel", "loop": fused})
+        return
+    if lp.extent >= 8 and rng.random() < 0.3:
+        f = _factor(rng, lp.extent, _pow2_upto(lp.extent // 2))
+        if f is not None:
+            d.add({"kind": "parallel", "loop": lp.name, "factor": f})
+            return
+    d.add({"kind": "parallel", "loop": lp.name})
+
+
+def sample_loops(p: Pipeline, name: str, extents: dict[str, int], at: bool, guard_all: bool, rng: random.Random) -> StageSchedule:
+    """Loop directives of a non-inlined stage (pure definition, and update for a reduction)
+    whose region at its location has `extents`."""
+    s = p.stage(name)
+    p_par = 0.25 if at else 0.6
+    pure = _Def(s, False, extents, guard_all)
+    if s.is_reduction:  # the initialization is cheap: at most vectorize and parallelize it
+        _vectorize_unroll(pure, rng, 0.5, 0.0)
+        _parallelize(pure, rng, p_par)
+        upd = _Def(s, True, extents, guard_all)
+        _split_and_order(upd, rng, True)
+        _vectorize_unroll(upd, rng, 0.6, 0.3)
+        _parallelize(upd, rng, p_par)
+        return StageSchedule(pure.directives, upd.directives)
+    _split_and_order(pure, rng, False)
+    _vectorize_unroll(pure, rng, 0.7, 0.3)
+    _parallelize(pure, rng, p_par)
+    return StageSchedule(pure.directives, [])
+
+
+def _has_guard(p: Pipeline, sched: Schedule, name: str) -> bool:
+    """Does a definition of `name` have a guarded split: an explicit guard_with_if, or a
+    split of a reduction loop that does not divide it (Halide guards those implicitly)?"""
+    ss = sched.of(name)
+    if any(d.get("tail") == "guard_with_if" for d in ss.pure + ss.update):
+        return True
+    s = p.stage(name)
+    if not s.is_reduction:
+        return False
+    loops = L.initial_loops(s, True)
+    for d in ss.update:
+        if d.get("factor") and d["kind"] != "tile":
+            lp = next(x for x in loops if x.name == d["loop"])
+            if lp.rvar and lp.extent % d["factor"]:
+                return True
+        loops = L.apply(loops, d)
+    return False
+
+
+def _guarded(p: Pipeline, sched: Schedule, name: str) -> bool:
+    """Does `name`, or a stage it is computed inside, have guarded (degenerate at the edge) tiles?"""
+    if _has_guard(p, sched, name):
+        return True
+    c = sched.of(name).compute()
+    return c["kind"] == "compute_at" and _guarded(p, sched, c["consumer"])
+
+
+def nonaffine_read(p: Pipeline, sched: Schedule, name: str) -> bool:
+    """Is `name` read through a non-affine index (a clamp of a pad, // and % of a reshape)?
+    The loop-nest model evaluates a region at the first tile, which is exact for affine
+    reads only; Halide's region can then be larger, and splits sized for the model's region
+    grow it further, out of the inputs' bounds. Such a stage is computed inline or at root."""
+    for c in effective_consumers(p, sched, name):
+        for ex in p.stage(c).exprs():
+            for a in E.accesses(_effective(p, sched, ex)):
+                if a.source == name and any(affine(ix) is None for ix in a.index):
+                    return True
+    return False
+
+
+def _union_varies(p: Pipeline, sched: Schedule, name: str) -> bool:
+    """Do the reads of `name` follow different index patterns (coefficients of the loop
+    variables), e.g. f(i, k) by one consumer and f(j, k) by another? Then its region is a
+    union whose size changes from tile to tile (the model's first tile can be the
+    smallest), so its splits must never round up."""
+    patterns = set()
+    for c in effective_consumers(p, sched, name):
+        for ex in p.stage(c).exprs():
+            for a in E.accesses(_effective(p, sched, ex)):
+                if a.source == name:
+                    aff = [affine(ix) for ix in a.index]
+                    patterns.add(tuple(tuple(sorted(x[0].items())) if x else None for x in aff))
+    return len(patterns) > 1
+
+
+def _context(p: Pipeline, sched: Schedule, name: str, loc: Location) -> tuple[dict[str, int], bool]:
+    """(region extents per dim, guard every split) of stage `name` placed at `loc`; the
+    stages not decided yet stay at root (the default), which does not change its region."""
+    trial = Schedule({k: v for k, v in sched.stages.items()})
+    trial.stages[name] = StageSchedule(_location_directives(loc))
+    region = loopnest.build(p, trial).placements[name].region
+    guard = loc[0] == "at" and (_guarded(p, sched, loc[1]) or _union_varies(p, sched, name))
+    return {d.name: e for d, e in zip(p.stage(name).dims, region)}, guard
+
+
+def _decide(p: Pipeline, sched: Schedule, name: str, rng: random.Random) -> StageSchedule:
+    loc = choose_location(p, sched, name, rng)
+    if loc[0] == "inline":
+        return StageSchedule(_location_directives(loc))
+    extents, guard = _context(p, sched, name, loc)
+    loops = sample_loops(p, name, extents, loc[0] == "at", guard, rng)
+    # No store_root / store_at: Halide then slides the window over the loops between the
+    # store and compute levels, which shifts regions in ways the loop-nest model does not
+    # follow (measured: out-of-bounds input reads); sampling them waits for that model.
+    return StageSchedule(_location_directives(loc) + loops.pure, loops.update)
+
+
+def _order(p: Pipeline) -> list[str]:
+    """Outputs back to inputs: every consumer is decided before its producers."""
+    return [s.name for s in reversed(p.stages)]
+
+
+def sample_schedule(p: Pipeline, rng: random.Random | np.random.Generator, name: str = "random") -> Schedule:
+    """A random schedule that passes `validate` and Halide's lowering."""
+    r = _as_random(rng)
+    sched = Schedule(name=name)
+    for st in _order(p):
+        sched.stages[st] = _decide(p, sched, st, r)
+    validate(p, sched)
+    return sched
+
+
+def _still_legal(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule) -> bool:
+    """Is a kept decision still legal after its consumers changed (location, and splits
+    that fit the region the stage now has)?"""
+    loc = _location_of(ss)
+    if loc not in locations(p, sched, name):
+        return False
+    if ss.store() is not None:
+        return False
+    if loc[0] == "inline":
+        return True
+    extents, guard = _context(p, sched, name, loc)
+    s = p.stage(name)
+    for update, directives in ((False, ss.pure), (True, ss.update)):
+        d = _Def(s, update, extents, guard)
+        for x in directives:
+            if "factor" in x and x["kind"] != "fuse":
+                lp = next((q for q in d.loops if q.name == x["loop"]), None)
+                if lp is None or x["factor"] > lp.extent or d.tail(x["loop"], x["factor"]) != x.get("tail"):
+                    return False
+            if x["kind"] == "tile":
+                return False  # never sampled
+            d.loops = L.apply(d.loops, x)
+    return True
+
+
+def mutate(p: Pipeline, s: Schedule, rng: random.Random | np.random.Generator, name: str = "mutant") -> Schedule:
+    """`s` with one stage's decisions drawn again; producers keep theirs where still legal
+    (a producer computed at a loop that no longer exists is decided again)."""
+    r = _as_random(rng)
+    target = r.choice(_order(p))
+    old = s.to_json()["stages"]
+    sched = Schedule(name=name)
+    for st in _order(p):
+        prev = s.of(st)
+        if st == target:
+            for _ in range(8):  # try to actually change something
+                new = _decide(p, sched, st, r)
+                if new.to_json() != prev.to_json():
+                    break
+            sched.stages[st] = new
+        elif st in old and _still_legal(p, sched, st, prev):
+            sched.stages[st] = StageSchedule([dict(x) for x in prev.pure], [dict(x) for x in prev.update])
+        else:
+            sched.stages[st] = _decide(p, sched, st, r)
+    validate(p, sched)
+    return sched
