@@ -42,7 +42,7 @@ def load_pipeline(spec: str, size: str = "full") -> Pipeline:
 
 
 def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
-    """'default', 'hand', or a schedule JSON file; validated against the pipeline."""
+    """'default', 'hand', 'heuristic' (rule-based, any pipeline), or a schedule JSON file; validated against the pipeline."""
     if spec in (None, "default"):
         sched = default_schedule(p)
     elif spec == "hand":
@@ -53,10 +53,14 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
         except KeyError:
             raise InputError(f"pipeline {p.name!r} has no hand-written schedule") from None
         sched.name = "hand"
+    elif spec == "heuristic":
+        from .heuristic import heuristic_schedule  # noqa: PLC0415
+
+        sched = heuristic_schedule(p)
     else:
         path = Path(spec)
         if not path.exists():
-            raise InputError(f"schedule {spec!r}: expected default, hand or an existing JSON file")
+            raise InputError(f"schedule {spec!r}: expected default, hand or an existing JSON file, or heuristic")
         try:
             sched = Schedule.loads(path.read_text())
         except ScheduleError as exc:

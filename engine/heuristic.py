@@ -1,0 +1,305 @@
+"""A rule-based schedule for any pipeline (built-in or imported), from the recipes the hand
+schedules use (engine/recipes.py). `heuristic_schedule(p)` returns it; `plan(p)` also
+says which rule placed each stage.
+
+The rules, decided consumers first:
+1. Anchors: a conv2d or matmul whose values are all consumed, at the same point, by a
+   chain of pointwise stages of its shape is register-blocked at tiles of the last stage
+   of that chain (the anchor); the stages in between are inlined into the anchor.
+2. Inlining: a pointwise stage that is not an output is inlined when inlining computes
+   each of its values once (or, for a cheap stage of at most one flop reading no inlined
+   stage and read by no reduction, at most CHEAP_REUSE times: a product feeding a 3x3
+   box sum).
+3. Per strip: a stage whose consumers all run inside the same loop of one root stage
+   (the rows of a conv anchor, the row panels of a matmul, the strips of a pointwise
+   stage, the parallel slices of a reduction) is computed at that loop, as long as that
+   computes it at most RECOMPUTE_LIMIT times over (overlapping stencil windows), and more
+   than twice only for consumers doing REUSE_WORK times the work recomputed.
+4. Root: a pointwise stage in parallel strips of rows, vectorized along its innermost
+   dim; a matmul accumulating in its own buffer (dense_output); any other reduction
+   vectorized along its innermost non-trivial pure dim (reduction loops outside the
+   vector, small windows unrolled), parallel along an outer one.
+Every rule is applied tentatively: if the schedule stops validating (or the rule's own
+check fails), it is undone and the next, simpler rule is tried, down to plain
+compute_root, so the result is always a valid schedule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from . import expr as E
+from .ir import Pipeline, PipelineError
+from .loopnest import build as build_loopnest
+from .recipes import VEC, ceil_div, conv_block, dense_output, dividing, fit, matmul_block, strips, vector_update
+from .schedule import S, Schedule, ScheduleError, validate
+
+RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
+REUSE_WORK = 16  # ...beyond twice, only if its consumers do this many times the flops recomputed
+CHEAP_FLOPS = 1  # "cheap" stages (one multiply, a copy, a crop) may be inlined although recomputed...
+CHEAP_REUSE = 9.0  # ...up to this many times (a 3x3 window)
+WINDOW_TAPS = 25  # reductions over at most this many points unroll them inside each vector (taps per vector)
+ROW_LANES = 8  # lanes when the vector runs across rows (strided loads): more rows thrash L1 (see row_reduce_at)
+MIN_STRIPS = 8  # root pointwise stages: at least this many strips when rows allow (work for every core)
+
+
+@dataclass
+class Plan:
+    """The schedule and, per stage, the rule that placed it (for reports and debugging)."""
+
+    schedule: Schedule
+    rules: dict[str, str] = field(default_factory=dict)
+
+
+class _Rejected(Exception):
+    """A rule's own check failed; the next rule is tried."""
+
+
+def heuristic_schedule(p: Pipeline) -> Schedule:
+    """The rule-based schedule of `p` (valid for every pipeline; see the module docstring)."""
+    return plan(p).schedule
+
+
+def plan(p: Pipeline) -> Plan:
+    h = _Heuristic(p)
+    h.run()
+    return Plan(h.s, h.rules)
+
+
+def _identity(a: E.Access, dims: tuple) -> bool:
+    return a.index == tuple(E.Var(d.name) for d in dims)
+
+
+class _Heuristic:
+    def __init__(self, p: Pipeline) -> None:
+        self.p = p
+        self.s = Schedule(name="heuristic")
+        self.rules: dict[str, str] = {}
+        self.order = _topo(p)
+        self.pos = {n: k for k, n in enumerate(self.order)}
+        self.inline: set[str] = set()
+        self.anchor_of: dict[str, str] = {}  # anchor -> the reduction blocked at its tiles
+        self.blocked: dict[str, str] = {}  # reduction -> its anchor
+        # Where a stage's producers may be computed: (root stage, loop), or None for "at root".
+        self.host: dict[str, tuple[str, str] | None] = {}
+
+    def run(self) -> None:
+        for r in self.order:
+            self._pick_anchor(r)
+        self._pick_inlines()
+        for n in reversed(self.order):
+            self._place(n)
+        validate(self.p, self.s)  # every step was validated; this guards the invariant
+
+    # --- rule 1: anchors ---------------------------------------------------------------
+    def _pick_anchor(self, r: str) -> None:
+        p, st = self.p, self.p.stage(r)
+        ok_shape = (st.op == "conv2d" and len(st.dims) == 4) or (st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1)
+        if not st.is_reduction or not ok_shape or r in p.outputs:
+            return
+        best = None
+        for a in sorted(p.downstream(r) & p.stage_map.keys(), key=self.pos.__getitem__)[:16]:
+            between = (p.downstream(r) & _ancestors(p, a)) - {a}
+            if a not in self.anchor_of and self._anchor_ok(r, a, between):
+                best = (a, between)
+        if best is None:
+            return
+        a, between = best
+        self.anchor_of[a], self.blocked[r] = r, a
+        for b in between:
+            self.inline.add(b)
+            self.rules[b] = f"inline into {a} (between {r} and the tiles it is blocked at)"
+
+    def _anchor_ok(self, r: str, a: str, between: set[str]) -> bool:
+        p, shape = self.p, self.p.stage(r).shape
+        group = between | {a}
+        if any(p.stage(g).is_reduction or p.stage(g).shape != shape or g in self.anchor_of or g in self.inline for g in group):
+            return False
+        if any(g in p.outputs or not set(p.consumers(g)) <= group for g in between) or not set(p.consumers(r)) <= group:
+            return False
+        # The tile of the anchor must need exactly the same tile of the reduction.
+        return all(_identity(x, p.stage(g).dims) for g in group for x in E.accesses(p.stage(g).value) if x.source in between | {r})
+
+    # --- rule 2: inlining --------------------------------------------------------------
+    def _inlinable(self, n: str) -> bool:
+        return not self.p.stage(n).is_reduction and n not in self.p.outputs and n not in self.anchor_of and n not in self.inline
+
+    def _reuse(self, n: str) -> float:
+        """How many times each value of `n` would be computed if it were inlined (given the
+        inlining decided so far): reads per consumer point, times consumer points."""
+        p, total = self.p, 0.0
+        for c in p.consumers(n):
+            cs = p.stage(c)
+            reads = len({x for x in E.accesses(cs.value) if x.source == n}) * cs.size
+            if cs.update is not None:
+                reads += len({x for x in E.accesses(cs.update) if x.source == n}) * cs.size * math.prod(d.extent for d in cs.rdom)
+            total += reads * (self._reuse(c) if c in self.inline else 1.0)
+        return total / p.stage(n).size
+
+    def _pick_inlines(self) -> None:
+        for n in reversed(self.order):  # consumers first: their own inlining multiplies the reuse
+            if self._inlinable(n) and self._reuse(n) <= 1.0 + 1e-9:
+                self.inline.add(n)
+                self.rules[n] = "inline (each value used once)"
+        for n in reversed(self.order):
+            st = self.p.stage(n)
+            if not self._inlinable(n) or E.flops(st.value) > CHEAP_FLOPS or any(x in self.inline for x in st.sources()):
+                continue
+            if any(self.p.stage(c).is_reduction for c in self.p.consumers(n)):
+                continue  # not into a reduction's inner loop: a padding's select per tap costs more than the tap
+            reuse = self._reuse(n)
+            if reuse <= CHEAP_REUSE:
+                self.inline.add(n)
+                self.rules[n] = f"inline (cheap: {E.flops(st.value)} flop, recomputed {reuse:.0f}x)"
+
+    # --- placement -------------------------------------------------------------------------
+    def _place(self, n: str) -> None:
+        if n in self.inline:
+            S(self.s, n).compute_inline()
+            return
+        if n in self.blocked:  # placed with its anchor, or unblocked when that failed
+            return
+        if n in self.anchor_of:
+            if self._try(n, lambda: self._block(n)):
+                return
+            r = self.anchor_of.pop(n)  # the recipe does not apply: both fall back to simpler rules
+            del self.blocked[r]
+        h = self._single_host(n)
+        if h is not None and self._try(n, lambda: self._at_host(n, h)):
+            return
+        if self._try(n, lambda: self._root(n)):
+            return
+        self.host[n] = None
+        self.rules[n] = "root (no recipe applied)"
+
+    def _try(self, n: str, rule: Callable[[], str]) -> bool:
+        """Apply `rule` (it returns its description); undo it if the schedule no longer
+        validates or the rule rejects its own result."""
+        saved, hosts = Schedule.from_json(self.s.to_json()), dict(self.host)
+        try:
+            why = rule()
+            validate(self.p, self.s)
+        except (_Rejected, ScheduleError, PipelineError, ValueError, KeyError, IndexError, ArithmeticError):
+            # A recipe that does not fit this stage (a loop name taken, a shape it does not expect).
+            self.s, self.host = saved, hosts
+            return False
+        self.rules[n] = why
+        return True
+
+    def _block(self, a: str) -> str:
+        p, r = self.p, self.anchor_of[a]
+        shape = p.shape_of(a)
+        if p.stage(r).op == "conv2d":
+            w = shape[-1]
+            chans = max(4, 16 // ceil_div(w, fit(VEC, w)))  # about 16 vector accumulators per block
+            strip, recipe = conv_block(self.s, p, r, a, chans=chans), "conv_block"
+        else:
+            panel = fit(64, max(8, shape[-2] // 4))  # at least 4 row panels where rows allow
+            strip, recipe = matmul_block(self.s, p, r, a, panel=panel), "matmul_block"
+        self.host[a] = self.host[r] = (a, strip)
+        self.rules[r] = f"register-blocked at tiles of {a} ({recipe})"
+        return f"root, tiled; {r} register-blocked per tile ({recipe})"
+
+    def _single_host(self, n: str) -> tuple[str, str] | None:
+        """The one loop all the (effective) consumers of `n` run inside, if there is one."""
+        if n in self.p.outputs:
+            return None
+        hosts = {self.host.get(c) for c in self._consumers(n)}
+        if len(hosts) != 1 or None in hosts:
+            return None
+        h = hosts.pop()
+        assert h is not None
+        a = self.p.stage(h[0])
+        # A producer of a reduction's initial value can't be computed inside its update's loops.
+        if a.is_reduction and n in self._reads(a.value):
+            return None
+        return h
+
+    def _at_host(self, n: str, h: tuple[str, str]) -> str:
+        st = self.p.stage(n)
+        S(self.s, n).compute_at(*h)
+        validate(self.p, self.s)
+        place = build_loopnest(self.p, self.s).placements[n]
+        ratio = place.points_total / st.size
+        if ratio > RECOMPUTE_LIMIT:
+            raise _Rejected(f"{n} at {h}: computed {ratio:.1f}x")
+        # Recomputing only pays when its consumers do much more work (a conv's padding, not
+        # a depthwise conv's, nor a whole tensor or reduction recomputed per strip).
+        extra = (ratio - 1) * max(st.flops(), st.size)
+        if ratio > 2 and sum(self.p.stage(c).flops() for c in self._consumers(n)) < REUSE_WORK * extra:
+            raise _Rejected(f"{n} at {h}: computed {ratio:.1f}x for too little work")
+        # Vectors sized by the region computed per iteration of the host loop: a vector
+        # wider than the region would compute (and read) past it.
+        if st.is_reduction:
+            self._vector_reduce(n, place.region, parallel=False)
+        else:
+            k = max((k for k, e in enumerate(place.region) if e > 1), default=len(st.dims) - 1)
+            S(self.s, n).vectorize(st.dims[k].name, fit(VEC, place.region[k]))
+        self.host[n] = h
+        return f"at {h[0]}.{h[1]} (per strip of its consumers; {ratio:.2g}x its points)"
+
+    def _root(self, n: str) -> str:
+        p, st = self.p, self.p.stage(n)
+        if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
+            self.host[n] = (n, dense_output(self.s, p, n))
+            return "root, matmul accumulating in its own buffer (dense_output)"
+        if st.is_reduction:
+            par = self._vector_reduce(n, st.shape, parallel=True)
+            self.host[n] = (n, par) if par else None
+            return f"root, vectorized reduction{f', parallel along {par}' if par else ''}"
+        strip = strips(self.s, p, n, min_strips=MIN_STRIPS)
+        self.host[n] = (n, strip) if strip else None
+        return "root, parallel strips of rows (strips)" if strip else "root, vectorized"
+
+    def _vector_reduce(self, n: str, region: tuple[int, ...], parallel: bool) -> str | None:
+        """Vectorized along the innermost pure dim with more than one point in `region`
+        (reduction loops outside the vector), small windows unrolled; parallel along an
+        outer pure dim. Returns that dim."""
+        st = self.p.stage(n)
+        big = [k for k, e in enumerate(region) if e > 1]
+        if not big:
+            return None
+        v, ext = st.dims[big[-1]].name, region[big[-1]]
+        assert st.update is not None
+        # Lanes along a dim all reads of it are contiguous in: full vectors; across rows (strided): ROW_LANES.
+        along = [x for x in E.accesses(st.update) if any(v in E.variables(ix) for ix in x.index)]
+        contiguous = bool(along) and all(v in E.variables(x.index[-1]) for x in along)
+        vw = (dividing if n in self.p.outputs else fit)(VEC if contiguous else ROW_LANES, ext)
+        window = math.prod(d.extent for d in st.rdom) <= WINDOW_TAPS
+        o = S(self.s, n)
+        if vw > 1:
+            o.vectorize(v, vw)
+            # A rounded-up update would compute, and read, past the region: guard the tail instead.
+            u = vector_update(self.s, self.p, n, v, vw, unroll=window, tail="guard_with_if" if ext % vw else None)
+        else:
+            u = o.update()
+        par = next((st.dims[k].name for k in big[:-1]), None) if parallel else None
+        if par:
+            o.parallel(par)
+            u.parallel(par)
+        return par
+
+    # --- graph helpers (through inlined stages) ------------------------------------------
+    def _consumers(self, n: str) -> set[str]:
+        out: set[str] = set()
+        for c in self.p.consumers(n):
+            out |= self._consumers(c) if c in self.inline else {c}
+        return out
+
+    def _reads(self, e: E.Expr) -> set[str]:
+        out: set[str] = set()
+        for x in E.accesses(e):
+            out |= self._reads(self.p.stage(x.source).value) if x.source in self.inline else {x.source}
+        return out
+
+
+def _topo(p: Pipeline) -> list[str]:
+    return [n for n in nx.topological_sort(p.graph) if n in p.stage_map]
+
+
+def _ancestors(p: Pipeline, n: str) -> set[str]:
+    return nx.ancestors(p.graph, n)

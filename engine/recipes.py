@@ -1,0 +1,237 @@
+"""Schedule recipes shared by the hand schedules (engine/hand_schedules.py) and the
+rule-based heuristic (engine/heuristic.py).
+
+Each recipe appends directives for one stage or one producer/consumer pair to a schedule.
+Loop names come from the stages' own dims (a zoo conv's `c, y, x`, an imported batched
+matmul's `b0, b1, i, j`), so the same code serves the built-in pipelines and imported
+models; new loops are named after the dim they split (`x` -> `xo`, `x_v`, ...). Recipes
+that create a loop other stages can be computed at return its name.
+
+Why these recipes (timed on a 2-core AVX-512 machine; details with each function):
+- Register blocking: a reduction (matmul, conv) is computed at a small constant-size
+  tile of a pointwise consumer, with the reduction loops outside a fully unrolled block
+  of vector accumulators; LLVM then keeps the tile in registers. The tile needs a
+  compile-time-constant size, so consumers split their loops by constant factors
+  (ShiftInwards tails keep inner tiles full size).
+- An output that is itself a reduction can't be computed at anything, so it
+  accumulates in the output buffer: a load and a store per FMA (see dense_output).
+- Row reductions can't vectorize their reduction loop; a block of rows is vectorized
+  instead, one lane per row (vector_update).
+- Splits of an output's update definition use factors that divide the extent: such a
+  split can neither round up (it would write past the buffer) nor shift inwards (it
+  would update some points twice).
+"""
+
+from __future__ import annotations
+
+from . import expr as E
+from .ir import Pipeline
+from .schedule import S, Schedule
+
+VEC = 16  # float32 lanes of an AVX-512 vector
+
+
+def fit(factor: int, extent: int) -> int:
+    """Largest power of two <= min(factor, extent) (at least 1)."""
+    n = max(1, min(factor, extent))
+    return 1 << (n.bit_length() - 1)
+
+
+def dividing(factor: int, extent: int) -> int:
+    """Largest power of two <= min(factor, extent) that divides extent."""
+    f = fit(factor, extent)
+    while extent % f:
+        f //= 2
+    return f
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def widening_overreads(p: Pipeline, stage: str, var: str, extra: int, depth: int = 8) -> bool:
+    """Would computing `stage` with `var` running `extra` points past its extent (a split
+    that rounds up) read past the end of a pipeline input, directly or through producers
+    whose computed region grows with it? Clamped reads (paddings) stop the growth."""
+    st = p.stage(stage)
+    ranges = st.ranges()
+    ranges[var] = (ranges[var][0], ranges[var][1] + extra)
+    return _overreads(p, stage, ranges, depth)
+
+
+def _overreads(p: Pipeline, stage: str, ranges: dict[str, E.Interval], depth: int) -> bool:
+    for ex in p.stage(stage).exprs():
+        for a in E.accesses(ex):
+            shape = p.shape_of(a.source)
+            box = [E.bounds(ix, ranges) for ix in a.index]
+            if any(b is None for b in box):
+                return True  # data-dependent index: assume the worst
+            if all(b[0] >= 0 and b[1] <= n - 1 for b, n in zip(box, shape)):  # type: ignore[index]
+                continue
+            if a.source in p.input_map or a.source in p.outputs or depth == 0:
+                return True
+            src = p.stage(a.source)
+            grown = src.ranges() | {d.name: (min(0, b[0]), max(d.extent - 1, b[1])) for d, b in zip(src.dims, box)}  # type: ignore[index]
+            if _overreads(p, a.source, grown, depth - 1):
+                return True
+    return False
+
+
+def _dim(p: Pipeline, stage: str, k: int) -> str:
+    return p.stage(stage).dims[k].name
+
+
+# --- single stages --------------------------------------------------------------------------
+def root_vec(s: Schedule, p: Pipeline, stage: str, par: str) -> None:
+    """Compute at root, vectorized along the innermost dim, parallel along `par`."""
+    last = p.stage(stage).dims[-1]
+    S(s, stage).compute_root().vectorize(last.name, fit(VEC, last.extent)).parallel(par)
+
+
+def strips(s: Schedule, p: Pipeline, stage: str, rows: int = 32, parallel: bool = True, min_strips: int = 1) -> str | None:
+    """Strips of `rows` rows: the dim outside the vectorized one is split, its outer loop
+    made outermost (so a strip covers all channels/batches, and producers computed per
+    strip are computed once for all of them) and parallel. Strips shrink (down to 8 rows)
+    until there are `min_strips` of them, so that all cores get work. Returns the strip
+    loop, or None for a stage with a single non-trivial dim."""
+    st = p.stage(stage)
+    names = [d.name for d in st.dims]
+    big = [k for k, d in enumerate(st.dims) if d.extent > 1] or [len(names) - 1]
+    v = big[-1]
+    rk = next((k for k in reversed(big) if k < v), None)
+    o = S(s, stage)
+    if rk is None:
+        o.vectorize(names[v], fit(VEC, st.dims[v].extent))
+        return None
+    row, outer, ext = names[rk], f"{names[rk]}o", st.dims[rk].extent
+    f = fit(rows, ext)
+    while f > 8 and ext // f < min_strips:
+        f //= 2
+    o.split(row, outer, row, f)
+    if rk > 0:  # outer dims (channels, batch) inside the strip loop
+        o.reorder(*reversed(names[:rk]), outer)
+    o.vectorize(names[v], fit(VEC, st.dims[v].extent))
+    if parallel:
+        o.parallel(outer)
+    return outer
+
+
+def vector_update(s: Schedule, p: Pipeline, f: str, dim: str, vw: int, unroll: bool = False, tail: str | None = None) -> S:
+    """Update of reduction `f`, vectorized along pure `dim` with the reduction loops just
+    outside the vector (one accumulator per lane, kept in a register for the whole
+    reduction); `unroll` unrolls the reduction loops too (small windows: the taps of a
+    depthwise conv or a pool inside each output vector). `tail` as for split."""
+    rvars = [d.name for d in p.stage(f).rdom]
+    u = S(s, f).update().split(dim, dim, f"{dim}_v", vw, tail=tail).reorder(f"{dim}_v", *reversed(rvars), dim).vectorize(f"{dim}_v")
+    if unroll:
+        for r in reversed(rvars):
+            u.unroll(r)
+    return u
+
+
+def taps_per_vector(s: Schedule, p: Pipeline, f: str, vw: int) -> None:
+    """Update of a small-window reduction (ry, rx): the taps unrolled inside each output
+    vector, so the accumulator stays in a register for the whole window."""
+    vector_update(s, p, f, _dim(p, f, -1), vw, unroll=True)
+
+
+def row_reduce_at(s: Schedule, p: Pipeline, f: str, consumer: str, loop: str, rows: int) -> None:
+    """A row reduction `f[i]` over r, computed per block of `rows` rows at `loop` of
+    `consumer`. The block's rows are the vector lanes (one strided load per row, but
+    independent accumulators); 8 rows measured best, more rows 4 KiB apart thrash L1."""
+    i = _dim(p, f, -1)
+    S(s, f).compute_at(consumer, loop).vectorize(i, rows)
+    vector_update(s, p, f, i, rows)
+
+
+# --- register-blocked reductions ------------------------------------------------------------
+def matmul_block(
+    s: Schedule,
+    p: Pipeline,
+    prod: str,
+    out: str,
+    rows: int = 8,
+    vecs: int = 2,
+    panel: int = 64,
+    kblock: int = 128,
+    parallel: bool = True,
+) -> str:
+    """`out[.., i, j]` reads `prod[.., i, j]` pointwise; `prod[.., i, j]` sums over k.
+
+    `out` is tiled into panel x (vecs*16) tiles, parallel over row panels, and `prod` is
+    computed per tile (a small stack buffer). Its k loop is split into blocks; per k
+    block, each rows x (vecs*16) register block of the tile runs the inner k loop with
+    its rows*vecs accumulators in zmm registers. Blocking k keeps the kblock x (vecs*16)
+    block of B in L2 while the panel's row blocks reuse it (B's rows are 4 KiB apart,
+    so cache-set conflicts limit how much of a B column strip stays cached).
+    Leading (batch) dims stay outermost. Returns the panel loop of `out`."""
+    m, n = p.shape_of(out)[-2:]
+    i, j = _dim(p, out, -2), _dim(p, out, -1)
+    pi, pj, k = _dim(p, prod, -2), _dim(p, prod, -1), p.stage(prod).rdom[0].name
+    vw = fit(VEC, n)
+    cb = vw * fit(vecs, max(1, n // vw))
+    rb = fit(rows, m)
+    pb = max(rb, fit(panel, m))
+    io, ii, jo, ji = f"{i}o", f"{i}i", f"{j}o", f"{j}i"
+    o = S(s, out).split(i, io, ii, pb).split(j, jo, ji, cb).reorder(ji, ii, jo, io).vectorize(ji, vw)
+    if parallel:
+        o.parallel(io)
+    S(s, prod).compute_at(out, jo).vectorize(pj, vw)
+    u = S(s, prod).update().split(k, f"{k}o", f"{k}i", fit(kblock, p.stage(prod).rdom[0].extent))
+    u.split(pi, pi, f"{pi}_u", rb).split(pj, pj, f"{pj}_v", vw).split(pj, pj, f"{pj}_u", cb // vw)
+    # ko, (j, i: blocks of the tile), ki, register block
+    u.reorder(f"{pj}_v", f"{pj}_u", f"{pi}_u", f"{k}i", pi, pj, f"{k}o")
+    u.vectorize(f"{pj}_v").unroll(f"{pj}_u").unroll(f"{pi}_u")
+    return io
+
+
+def conv_block(s: Schedule, p: Pipeline, conv: str, out: str, chans: int = 4) -> str:
+    """`out[n, c, y, x]` reads `conv[n, c, y, x]` pointwise; `conv` sums over (rc,) ry, rx.
+
+    `out` is tiled into chans x 1 row x full-width tiles (x split by the full width so
+    the tile size is a constant), parallel over rows. `conv` is computed per tile with
+    the reduction outside a block of chans x ceil(W/16) vector accumulators. When W is
+    not a multiple of 16 the block rounds x up (8 of 64 lanes wasted at W=56), which
+    still measured ~25% faster than exact 8-wide blocks (4 x 7 ymm accumulators plus
+    operands don't fit in 32 registers; 3 x 7 fit but run slower).
+    Returns the per-row loop of `out` (where the conv's producers can be computed)."""
+    shape = p.shape_of(out)
+    c, w = shape[-3], shape[-1]
+    oc, oy, ox = (_dim(p, out, k) for k in (-3, -2, -1))
+    cc, cx = _dim(p, conv, -3), _dim(p, conv, -1)
+    vw = fit(VEC, w)
+    cb = min(chans, c)
+    if w % vw and widening_overreads(p, conv, cx, ceil_div(w, vw) * vw - w):
+        # Rounding up would read past the end of an input buffer: vectors that divide
+        # the width instead, with fewer channels so the block still fits in registers.
+        vw = dividing(VEC // 2, w)
+        cb = min(max(1, 24 // ceil_div(w, vw)), c)
+    co, ci, xo = f"{oc}o", f"{oc}i", f"{ox}o"
+    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, w).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
+    # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
+    # (possibly denormal) memory.
+    S(s, conv).compute_at(out, co).split(cx, cx, f"{cx}_v", vw, tail="round_up").vectorize(f"{cx}_v")
+    rvars = [d.name for d in p.stage(conv).rdom]
+    u = S(s, conv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", ceil_div(w, vw))
+    u.reorder(f"{cx}_v", f"{cx}_u", cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u").unroll(cc)
+    return xo
+
+
+def dense_output(s: Schedule, p: Pipeline, f: str, panel: int = 8, vecs: int = 8, kunroll: int = 8) -> str:
+    """A matmul `f[.., i, j] (+)= a[.., i, k] * b[.., k, j]` computed at root in its own
+    buffer (an output, or a matmul without a pointwise consumer to tile): it can't be
+    computed at a tile of anything, so its accumulators live in the buffer, and LLVM
+    keeps them in memory (the buffer may alias the inputs): a load and a store per
+    FMA. Measured best: parallel over panels of rows; per row, k outside a block of
+    vecs x 16 columns, k unrolled so consecutive updates forward through registers.
+    Producers computed per panel go at the returned loop ("i") of the update."""
+    m, n = p.shape_of(f)[-2:]
+    i, j, k = _dim(p, f, -2), _dim(p, f, -1), p.stage(f).rdom[0].name
+    vw = dividing(VEC, n)
+    pb = dividing(panel, m)
+    S(s, f).vectorize(j, vw).parallel(i, pb)
+    u = S(s, f).update().split(i, i, f"{i}_p", pb).split(j, j, f"{j}_v", vw).split(j, j, f"{j}_u", dividing(vecs, n // vw))
+    u.split(k, k, f"{k}_u", dividing(kunroll, p.stage(f).rdom[0].extent))
+    u.reorder(f"{j}_v", f"{j}_u", f"{k}_u", k, j, f"{i}_p", i)  # i, i_p, j, k, k_u, j_u, j_v
+    u.vectorize(f"{j}_v").unroll(f"{j}_u").unroll(f"{k}_u").parallel(i)
+    return i

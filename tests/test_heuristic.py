@@ -1,0 +1,119 @@
+"""The rule-based heuristic schedule (engine/heuristic.py) and the recipes it shares with the
+hand schedules (engine/recipes.py): valid and verified on every built-in pipeline and
+sample model, valid on random pipelines, falling back where a recipe does not apply, and
+the hand schedules unchanged by moving their recipes."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine import api, zoo
+from engine import expr as E
+from engine.hand_schedules import hand_schedule
+from engine.heuristic import heuristic_schedule, plan
+from engine.ir import Pipeline
+from engine.measure import Runner
+from engine.randpipe import random_pipeline
+from engine.schedule import validate
+
+MODELS = sorted((Path(__file__).resolve().parent.parent / "resources" / "models").glob("*.onnx"))
+VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}  # correctness here, timings in `bench models`
+
+# hand_schedule(p).content_hash() of every built-in pipeline at both sizes, recorded before
+# the recipes moved from hand_schedules.py to recipes.py. A deliberate change to a hand
+# schedule updates its entry; a refactor of the recipes must leave them all as they are.
+HAND_HASHES = {
+    "blur/small": "41b5adc58b7d25ac",
+    "blur/full": "41b5adc58b7d25ac",
+    "unsharp/small": "f52d6983ecbe93cb",
+    "unsharp/full": "f52d6983ecbe93cb",
+    "harris/small": "b5baaa79114dcbaa",
+    "harris/full": "b5baaa79114dcbaa",
+    "conv_relu/small": "fdccd2179d1fb42e",
+    "conv_relu/full": "86f4995e44dd3557",
+    "depthwise_conv/small": "e0e5e9d118cfb6a5",
+    "depthwise_conv/full": "67f7da3d102478b4",
+    "maxpool/small": "9ac722c5964b1e45",
+    "maxpool/full": "9ac722c5964b1e45",
+    "matmul/small": "dd62d55463060d13",
+    "matmul/full": "dd62d55463060d13",
+    "mlp/small": "e27eccb1afad8007",
+    "mlp/full": "20c29ece533739ac",
+    "softmax/small": "4604f1b403858175",
+    "softmax/full": "4604f1b403858175",
+    "layernorm/small": "eeb6a9bb4f67016c",
+    "layernorm/full": "eeb6a9bb4f67016c",
+    "resnet_block/small": "4653935c86430a01",
+    "resnet_block/full": "116e6ea1343b201c",
+    "mobilenet_block/small": "8feda875ffae70ac",
+    "mobilenet_block/full": "684017c43e9376de",
+    "attention/small": "05682bb1a7245396",
+    "attention/full": "91787db7e8a8db77",
+}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Runner() as r:
+        yield r
+
+
+def test_hand_schedules_are_unchanged_by_the_recipe_refactor():
+    got = {f"{n}/{size}": hand_schedule(zoo.get(n, size)).content_hash() for n in zoo.names() for size in zoo.SIZES}
+    assert got == HAND_HASHES
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_heuristic_is_valid_and_verified_on_the_zoo(name, runner):
+    p = zoo.get(name, "small")
+    s = heuristic_schedule(p)
+    validate(p, s)
+    assert s.name == "heuristic" and s.stages
+    m = api.measure(p, s, runner, None, **VERIFY_ONLY)
+    assert m.ok and m.verified, m.error
+
+
+@pytest.mark.parametrize("path", MODELS, ids=[m.stem for m in MODELS])
+def test_heuristic_is_valid_and_verified_on_the_sample_models(path, runner):
+    p = api.load_pipeline(str(path))
+    s = api.load_schedule(p, "heuristic")  # as `measure MODEL.onnx --schedule heuristic` loads it
+    m = api.measure(p, s, runner, None, **VERIFY_ONLY)
+    assert m.ok and m.verified, m.error
+    assert m.verify_method.startswith("ONNX Runtime")
+
+
+def test_every_stage_gets_a_rule_and_the_recipes_apply_where_they_should():
+    pl = plan(zoo.get("resnet_block", "small"))
+    assert set(pl.rules) == {s.name for s in zoo.get("resnet_block", "small").stages}
+    assert "conv_block" in pl.rules["conv1"] and "conv_block" in pl.rules["output"]
+    assert pl.rules["bn1"].startswith("inline") and pl.rules["conv1_pad"].startswith("at relu1.")
+    assert "matmul_block" in plan(zoo.get("matmul", "small")).rules["prod"]
+    assert "dense_output" in plan(zoo.get("mlp", "small")).rules["fc3"]  # an output can't be computed at a tile
+    tl = plan(api.load_pipeline(str(MODELS[0].parent / "transformer_layer.onnx")))
+    # GELU reads fc1 twice (x * (1 + erf(x / sqrt 2)) / 2): the whole diamond is inlined into its last stage.
+    assert "act_Mul_1" in tl.rules["fc1_MatMul"]
+    assert all(tl.rules[f"act_{k}"].startswith("inline into act_Mul_1") for k in ("Div", "Erf", "Add", "Mul"))
+
+
+def test_heuristic_is_valid_on_random_and_full_size_pipelines():
+    for seed in range(60):
+        p = random_pipeline(seed)
+        validate(p, heuristic_schedule(p))
+    for name in zoo.names():
+        p = zoo.get(name, "full")
+        validate(p, heuristic_schedule(p))
+
+
+def test_a_recipe_that_does_not_apply_falls_back_to_a_simpler_rule(runner):
+    # conv_relu with relu's batch dim named 'xo': conv_block's split of x into 'xo' collides.
+    p = zoo.get("conv_relu", "small")
+    relu = p.stage("relu")
+    dims = tuple(replace(d, name="xo") if d.name == "n" else d for d in relu.dims)
+    relu = replace(relu, dims=dims, value=E.substitute_vars(relu.value, {"n": E.Var("xo")}))
+    q = Pipeline(p.name, p.inputs, [relu if s.name == "relu" else s for s in p.stages], p.outputs, p.description, p.ops)
+    pl = plan(q)
+    assert "register-blocked" not in pl.rules["conv"] and "strips" in pl.rules["relu"]  # per strip of a plain root relu
+    validate(q, pl.schedule)
+    m = api.measure(q, pl.schedule, runner, None, **VERIFY_ONLY)
+    assert m.ok and m.verified, m.error
