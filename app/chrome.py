@@ -34,8 +34,8 @@ def _action(w: MainWindow, text: str, slot, shortcut: str | QKeySequence | None 
 
 
 def _build_actions(w: MainWindow) -> None:
-    w.open_action = _action(w, "&Open Pipeline JSON…", w.open_pipeline_dialog, QKeySequence.StandardKey.Open)
-    w.open_action.setStatusTip("Open a pipeline saved as JSON")
+    w.open_action = _action(w, "&Open…", w.open_pipeline_dialog, QKeySequence.StandardKey.Open)
+    w.open_action.setStatusTip("Open a pipeline JSON, an ONNX model (imported) or a project")
     w.quit_action = _action(w, "&Quit", w.close, "Ctrl+Q")
     w.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
     w.undo_action = w.undo_stack.createUndoAction(w, "&Undo")
@@ -133,6 +133,7 @@ def _build_toolbar(w: MainWindow) -> None:
     w.view_menu.addAction(tb.toggleViewAction())
     w.view_menu.addSeparator()
     w.view_menu.addAction(w.reset_layout_action)
+    w.view_menu.addMenu(w.theme.menu)
 
 
 def _build_status_bar(w: MainWindow) -> None:

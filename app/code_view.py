@@ -8,9 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QEvent, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QPalette, QTextCursor
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
 
 class CodeView(QPlainTextEdit):
@@ -19,11 +19,27 @@ class CodeView(QPlainTextEdit):
         self.setReadOnly(True)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        # Keep a selection as visible when focus moves to another panel (the stage list).
-        pal = self.palette()
+        self._restyling = False
+        self._keep_selection_visible()
+
+    def _keep_selection_visible(self) -> None:
+        """Keep a selection as visible when focus moves to another panel (the stage list),
+        in the colours of the current theme."""
+        # Only these two roles are set (QPalette() resolves nothing else), so every other
+        # colour keeps following the application palette, and its changes reach this view.
+        theme, pal = QApplication.palette(self), QPalette()
         for role in (QPalette.ColorRole.Highlight, QPalette.ColorRole.HighlightedText):
-            pal.setColor(QPalette.ColorGroup.Inactive, role, pal.color(QPalette.ColorGroup.Active, role))
-        self.setPalette(pal)
+            pal.setColor(QPalette.ColorGroup.Inactive, role, theme.color(QPalette.ColorGroup.Active, role))
+        self._restyling = True  # setPalette sends PaletteChange again
+        try:
+            self.setPalette(pal)
+        finally:
+            self._restyling = False
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  # Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and not self._restyling:
+            self._keep_selection_visible()  # the theme changed: take its highlight colours
 
     def set_text(self, text: str) -> None:
         if text != self.toPlainText():

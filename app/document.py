@@ -17,11 +17,20 @@ from engine.loopnest import build as build_loopnest
 from engine.schedule import Schedule, ScheduleError, to_source
 
 BUILTIN_SCHEDULES = ("default", "hand")
+# Imported models have no hand-written schedule; the rule-based one is the useful start.
+MODEL_SCHEDULES = ("default", "heuristic")
+NAMED_SCHEDULES = frozenset(BUILTIN_SCHEDULES + MODEL_SCHEDULES)
+MODEL_SUFFIX = ".onnx"
+
+
+def is_model_spec(spec: str) -> bool:
+    """Whether a pipeline spec names a model file to import (not a zoo name or pipeline JSON)."""
+    return spec.lower().endswith(MODEL_SUFFIX)
 
 
 def schedule_label(spec: str) -> str:
-    """Short name of a schedule spec for titles and combos: default, hand or the file's stem."""
-    return spec if spec in BUILTIN_SCHEDULES else Path(spec).stem
+    """Short name of a schedule spec for titles and combos: default, hand, heuristic or the file's stem."""
+    return spec if spec in NAMED_SCHEDULES else Path(spec).stem
 
 
 def load_schedule(p: Pipeline, spec: str) -> Schedule:
@@ -65,6 +74,11 @@ class Document(QObject):
         return self.pipeline_spec in zoo.ZOO
 
     @property
+    def is_model(self) -> bool:
+        """The pipeline was imported from a model file (ONNX)."""
+        return is_model_spec(self.pipeline_spec)
+
+    @property
     def title(self) -> str:
         if self.pipeline is None:
             return ""
@@ -105,6 +119,11 @@ class Document(QObject):
             raise
         self.pipeline_changed.emit()  # listeners see the new pipeline with its schedule
         self.changed.emit()
+
+    @staticmethod
+    def load_schedule_for(p: Pipeline, spec: str) -> Schedule:
+        """A spec's schedule for a pipeline not yet shown (raises api.InputError)."""
+        return load_schedule(p, spec)
 
     def spec_hash(self, spec: str) -> str | None:
         return self._spec_hashes.get(spec)

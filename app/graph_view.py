@@ -8,7 +8,7 @@ Nodes paint by level of detail (no text when zoomed far out) and cache their pix
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal, Slot
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -60,6 +60,13 @@ def heat_color(t: float) -> QColor:
                 c0.blueF() + f * (c1.blueF() - c0.blueF()),
             )
     return QColor(HEAT_STOPS[-1][1])
+
+
+def output_border(widget: QWidget | None) -> QColor:
+    """The output's heavy border: near-black, but the text colour on a dark background (dark theme)."""
+    if widget is not None and widget.palette().color(QPalette.ColorRole.Base).lightness() < 128:
+        return widget.palette().color(QPalette.ColorRole.Text)
+    return OUTPUT_BORDER
 
 
 def text_color_on(fill: QColor) -> QColor:
@@ -120,7 +127,7 @@ class NodeItem(QGraphicsItem):
         elif self.kind == "input":
             pen = QPen(INPUT_BORDER, 1.2)
         elif self.kind == "output":
-            pen = QPen(OUTPUT_BORDER, 2.4)
+            pen = QPen(output_border(widget), 2.4)
         else:
             pen = QPen(BORDER, 1.0, Qt.PenStyle.DashLine if self.inline else Qt.PenStyle.SolidLine)
         painter.setPen(pen)
@@ -262,6 +269,14 @@ class GraphView(QGraphicsView):
         self._pipeline_hash = ""
         self._syncing = False
         scene.selectionChanged.connect(self._on_selection)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  # Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:  # the theme changed: the cached background follows
+            self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Base))
+            self.resetCachedContent()
+            for node in self.nodes.values():
+                node.update()  # their device caches hold borders drawn for the old palette
 
     # --- building ---------------------------------------------------------------------
     def set_pipeline(self, p: Pipeline) -> bool:

@@ -29,14 +29,19 @@ def parser() -> argparse.ArgumentParser:
         "pipeline",
         nargs="?",
         default=DEFAULT_PIPELINE,
-        help=f"a built-in pipeline name or a pipeline .json file (default: {DEFAULT_PIPELINE})",
+        help=f"a built-in pipeline name, a pipeline .json file or an .onnx model (default: {DEFAULT_PIPELINE})",
     )
     ap.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size (default: full)")
     ap.add_argument(
-        "--schedule", default=None, help="default, hand, or a schedule .json file (default: hand where one exists, else default)"
+        "--schedule",
+        default=None,
+        help="default, hand, heuristic, or a schedule .json file (default: hand where one exists, heuristic for models, else default)",
     )
     ap.add_argument(
         "--measure", action="store_true", help="measure the schedule right after opening (with --screenshot: before the capture)"
+    )
+    ap.add_argument(
+        "--theme", choices=("system", "light", "dark"), default=None, help="the look for this run (default: the one set in View → Theme)"
     )
     ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
     return ap
@@ -68,6 +73,8 @@ def run_app(argv: list[str]) -> int:
 
     # A screenshot is a fixed picture: it neither reads nor writes the remembered layout.
     window = MainWindow(size=args.size, persist_layout=not args.screenshot, ask_to_save=not args.screenshot)
+    if args.theme:
+        window.theme.set_mode(args.theme, remember=False)  # this run only: View → Theme stays the user's choice
     if not window.open_pipeline(args.pipeline, args.schedule):
         window.close()
         return 2

@@ -21,13 +21,14 @@ from PySide6.QtWidgets import (
 from engine import api
 from engine.measure import Measurement
 
-from . import chrome
+from . import chrome, project
 from .about import about_html, format_flop, versions  # noqa: F401  # re-exported for callers of this module
 from .code_view import CodeView, LoopNestView, SourcePane
 from .commands import RestoreVariant, UseSchedule
-from .document import BUILTIN_SCHEDULES, Document, schedule_label
+from .document import BUILTIN_SCHEDULES, MODEL_SCHEDULES, MODEL_SUFFIX, NAMED_SCHEDULES, Document, is_model_spec, schedule_label
 from .graph_panel import GraphPanel
 from .history import SessionHistory
+from .import_report import ImportReportPanel
 from .measure_control import MeasureController
 from .panels import PipelinePanel, StagesPanel
 from .performance import PerformancePanel
@@ -35,12 +36,23 @@ from .project import SUFFIX
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
 from .stmt import StmtLoader
+from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
 
 SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 # Bump when docks or toolbars change: restoreState ignores a saved layout of another version.
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 STATUS_MS = 8000
+OPEN_FILTER = ";;".join(
+    (
+        f"Pipelines, models and projects (*.json *{MODEL_SUFFIX} *{SUFFIX})",
+        "Pipeline JSON (*.json)",
+        f"ONNX model (*{MODEL_SUFFIX})",
+        f"Schedule Explorer project (*{SUFFIX})",
+        "All files (*)",
+    )
+)
+DROPPABLE = (SUFFIX, ".json", MODEL_SUFFIX)
 
 
 class MainWindow(QMainWindow):
@@ -71,6 +83,8 @@ class MainWindow(QMainWindow):
         self._tick.timeout.connect(self._update_progress)
 
         self.projects = ProjectController(self, (SETTINGS_ORG, SETTINGS_APP))
+        # Before the views: they take their colours from the palette the theme sets.
+        self.theme = ThemeController(self, (SETTINGS_ORG, SETTINGS_APP))
         self._build_views()
         chrome.build(self)
         self.setAcceptDrops(True)
@@ -159,8 +173,12 @@ class MainWindow(QMainWindow):
         for widget, width in ((self.pipelines, 190), (self.stages, 260), (self.editor, 300)):
             widget.setMinimumWidth(width)
         self.notes_dock = self._dock("Notes", self.projects.notes, area.LeftDockWidgetArea)
+        self.import_report = ImportReportPanel()
+        self.import_report_dock = self._dock("Import Report", self.import_report, area.LeftDockWidgetArea)
         self.tabifyDockWidget(self.pipelines_dock, self.undo_dock)
         self.tabifyDockWidget(self.undo_dock, self.notes_dock)
+        self.tabifyDockWidget(self.notes_dock, self.import_report_dock)
+        self.import_report_dock.hide()  # until a model is imported (View → Import Report shows it)
         self.pipelines_dock.raise_()
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
@@ -171,15 +189,25 @@ class MainWindow(QMainWindow):
         return dock
 
     def docks(self) -> list[QDockWidget]:
-        return [self.pipelines_dock, self.undo_dock, self.notes_dock, self.stages_dock, self.editor_dock, self.measurement_dock]
+        return [
+            self.pipelines_dock,
+            self.undo_dock,
+            self.notes_dock,
+            self.import_report_dock,
+            self.stages_dock,
+            self.editor_dock,
+            self.measurement_dock,
+        ]
 
     # --- opening ----------------------------------------------------------------------
     def open_pipeline(self, spec: str, schedule_spec: str | None = None) -> bool:
-        """Open a zoo name or pipeline .json file; on failure say why and keep the current one."""
+        """Open a zoo name, pipeline .json file or ONNX model; on failure say why and keep the current one."""
+        if schedule_spec is not None and schedule_spec not in NAMED_SCHEDULES and schedule_spec not in self.extra_schedules:
+            self.extra_schedules.append(schedule_spec)
+        if is_model_spec(spec):
+            return self.open_model(Path(spec), schedule_spec)
         if schedule_spec is not None:
             self.preferred_schedule, self.schedule_explicit = schedule_spec, True
-            if schedule_spec not in BUILTIN_SCHEDULES and schedule_spec not in self.extra_schedules:
-                self.extra_schedules.append(schedule_spec)
         try:
             note = self.doc.open(spec, self.size, self.preferred_schedule)
         except api.InputError as exc:
@@ -190,13 +218,50 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(note, STATUS_MS)
         return True
 
+    def open_model(self, path: Path, schedule_spec: str | None = None) -> bool:
+        """Import an ONNX model, show its import report and open it with the heuristic
+        schedule (or `schedule_spec`); a model that cannot be imported changes nothing."""
+        from engine.frontends import ModelImportError, import_onnx  # noqa: PLC0415  # onnx loads only when used
+
+        try:
+            result = import_onnx(path)
+        except ModelImportError as exc:
+            QMessageBox.warning(self, "Cannot import model", str(exc))
+            return False
+        p = result.pipeline
+        # Models have no hand-written schedule: "hand" (the usual preference) means heuristic.
+        wanted = "heuristic" if schedule_spec in (None, "hand") else str(schedule_spec)
+        note = None
+        try:
+            sched = self.doc.load_schedule_for(p, wanted)
+        except api.InputError as exc:
+            note = f"{exc}; showing the default schedule"
+            wanted, sched = "default", self.doc.load_schedule_for(p, "default")
+        try:
+            self.doc.load(p, str(path), self.size, wanted, sched)
+        except Exception as exc:  # noqa: BLE001  # an imported pipeline the loop nest rejects: keep the current one
+            QMessageBox.warning(self, "Cannot open model", f"{path}: {exc}")
+            return False
+        self.import_report.show_report(result.report, path)
+        self.import_report_dock.show()
+        # A dock shown again rejoins its tab group later: bring it to the front after that.
+        QTimer.singleShot(0, self.import_report_dock.raise_)
+        self.statusBar().showMessage(note or f"Imported {path.name}: {result.report.stages} stages", STATUS_MS)
+        return True
+
+    def open_file(self, path: Path) -> bool:
+        """Open what a file holds: a project, a pipeline JSON or an ONNX model."""
+        if project.is_project(path):
+            return self.projects.open(path)  # asks about unsaved changes itself
+        if not self.projects.maybe_save():
+            return False
+        return self.open_pipeline(str(path))
+
     @Slot()
     def open_pipeline_dialog(self) -> None:
-        if not self.projects.maybe_save():
-            return
-        path, _ = QFileDialog.getOpenFileName(self, "Open pipeline", str(Path.cwd()), "Pipeline JSON (*.json);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open", str(Path.cwd()), OPEN_FILTER)
         if path:
-            self.open_pipeline(path)
+            self.open_file(Path(path))
 
     @Slot(str)
     def _on_pipeline_chosen(self, name: str) -> None:
@@ -320,7 +385,9 @@ class MainWindow(QMainWindow):
             self.stmt_loader.request(doc.pipeline, doc.schedule)
 
     def _sync_schedule_combo(self) -> None:
-        specs = list(BUILTIN_SCHEDULES) + self.extra_schedules
+        specs = list(MODEL_SCHEDULES if self.doc.is_model else BUILTIN_SCHEDULES) + self.extra_schedules
+        if self.doc.schedule_spec in NAMED_SCHEDULES and self.doc.schedule_spec not in specs:
+            specs.append(self.doc.schedule_spec)  # e.g. heuristic, chosen for a model, kept for a built-in
         reasons = self.doc.schedule_options(specs)
         combo = self.schedule_combo
         combo.blockSignals(True)
@@ -330,7 +397,7 @@ class MainWindow(QMainWindow):
             combo.addItem(schedule_label(spec), spec)
             row = combo.count() - 1
             why = reasons.get(spec)
-            combo.setItemData(row, why or (spec if spec not in BUILTIN_SCHEDULES else None), Qt.ItemDataRole.ToolTipRole)
+            combo.setItemData(row, why or (spec if spec not in NAMED_SCHEDULES else None), Qt.ItemDataRole.ToolTipRole)
             if why and isinstance(model, QStandardItemModel):
                 model.item(row).setEnabled(False)  # shown but greyed: it exists, just not for this pipeline
         combo.setCurrentIndex(specs.index(self.doc.schedule_spec) if self.doc.schedule_spec in specs else 0)
@@ -447,7 +514,7 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, "About Schedule Explorer", about_html())
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802  # Qt override
-        if any(Path(u.toLocalFile()).suffix in (SUFFIX, ".json") for u in event.mimeData().urls() if u.isLocalFile()):
+        if any(Path(u.toLocalFile()).suffix.lower() in DROPPABLE for u in event.mimeData().urls() if u.isLocalFile()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802  # Qt override

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor, QPalette, QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
@@ -70,6 +70,17 @@ class _Chart(QStackedWidget):
         self.page = page
         self.show_message("")
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  # Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            # pyqtgraph keeps the colours it was given: follow the theme, and redraw the
+            # items (labels, hollow markers) that took theirs from the palette.
+            style_plot(self.plot, self)
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the last data again (after a theme change); charts that keep it override this."""
+
     def show_message(self, text: str) -> None:
         self.message.setText(text)
         self.setCurrentWidget(self.message)
@@ -99,6 +110,10 @@ class StageBars(_Chart):
 
     def _rows_that_fit(self) -> int:
         return max(MIN_BARS, int((self.height() - 70) / (self.fontMetrics().height() + 2)))
+
+    def redraw(self) -> None:
+        if self._args is not None:
+            self.show_stages(*self._args)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802  # Qt override
         super().resizeEvent(event)
@@ -165,8 +180,14 @@ class HistoryPlot(_Chart):
         self.item.setLabel("bottom", "variant")
         self.item.setLabel("left", "ms per run")
         self.points: dict[str, list[tuple[int, float]]] = {}  # series -> (variant, ms), for tests
+        self._args: tuple | None = None
+
+    def redraw(self) -> None:
+        if self._args is not None:
+            self.show_history(*self._args)
 
     def show_history(self, variants: list[Variant], current: int | None, baselines: dict[str, float]) -> None:
+        self._args = (list(variants), current, dict(baselines))
         self.item.clear()
         pred = [(v.number, v.predicted_ms) for v in variants if v.predicted_ms and v.predicted_ms > 0]
         meas = [(v.number, v.measured_ms) for v in variants if v.measured_ms and v.measured_ms > 0]

@@ -154,10 +154,10 @@ class ProjectController(QObject):
         return True
 
     def open_dropped(self, paths: list[Path]) -> bool:
-        """A file dropped on the window: a project, else a pipeline JSON."""
+        """A file dropped on the window: a project, else a pipeline JSON or an ONNX model."""
         for path in paths:
             if project.is_project(path):
                 return self.open(path)
-            if path.suffix == ".json":
+            if path.suffix == ".json" or path.suffix.lower() == ".onnx":
                 return self.w.open_pipeline(str(path))
         return False
