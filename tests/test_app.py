@@ -179,3 +179,19 @@ def test_about_names_the_versions() -> None:
     assert v["Halide"] != "not installed" and v["Qt"]
     html = about_html()
     assert all(value in html for value in v.values())
+
+
+def test_a_crashing_measurement_is_shown_and_the_app_keeps_working(qtbot: QtBot, window: MainWindow, monkeypatch) -> None:
+    from app import workers
+
+    real = workers.api.measure
+    monkeypatch.setattr(workers.api, "measure", lambda *a, **kw: real(*a, **{**kw, "fault": "crash", "force": True}))
+    assert window.open_pipeline("maxpool", "default")
+    assert window.start_measurement() is not None
+    qtbot.waitUntil(lambda: window.measurement.result is not None, timeout=MEASURE_TIMEOUT_MS)
+    crashed = window.measurement.result
+    assert not crashed.ok and crashed.error_kind == "crash" and "SIGSEGV" in crashed.error
+    monkeypatch.setattr(workers.api, "measure", real)
+    assert window.start_measurement() is not None  # the crashed worker was replaced
+    qtbot.waitUntil(lambda: window.measurement.result is not crashed, timeout=MEASURE_TIMEOUT_MS)
+    assert window.measurement.result.ok and window.measurement.result.verified
