@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QToolBar
+from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QStyle, QToolBar
 
 from engine import zoo
 
@@ -71,6 +71,30 @@ def _build_actions(w: MainWindow) -> None:
     w.reset_layout_action = _action(w, "&Reset Layout", w.reset_layout, None, "Put the panels back where they started")
     w.about_action = _action(w, "&About Schedule Explorer", w.show_about)
     w.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+    _set_icons(w)
+
+
+# One icon set for all actions: the style's standard icons, so they follow the platform
+# and the light/dark theme without shipping image files.
+ICONS = {
+    "open_action": QStyle.StandardPixmap.SP_DialogOpenButton,
+    "quit_action": QStyle.StandardPixmap.SP_DialogCloseButton,
+    "undo_action": QStyle.StandardPixmap.SP_ArrowBack,
+    "redo_action": QStyle.StandardPixmap.SP_ArrowForward,
+    "find_action": QStyle.StandardPixmap.SP_FileDialogContentsView,
+    "measure_action": QStyle.StandardPixmap.SP_MediaPlay,
+    "cancel_action": QStyle.StandardPixmap.SP_MediaStop,
+    "auto_measure_action": QStyle.StandardPixmap.SP_BrowserReload,
+    "compare_action": QStyle.StandardPixmap.SP_FileDialogDetailedView,
+    "reset_layout_action": QStyle.StandardPixmap.SP_DialogResetButton,
+    "about_action": QStyle.StandardPixmap.SP_MessageBoxInformation,
+}
+
+
+def _set_icons(w: MainWindow) -> None:
+    style = w.style()
+    for name, pixmap in ICONS.items():
+        getattr(w, name).setIcon(style.standardIcon(pixmap))
 
 
 def _build_menus(w: MainWindow) -> None:
@@ -104,7 +128,7 @@ def _build_toolbar(w: MainWindow) -> None:
     tb = QToolBar("Main toolbar", w)
     tb.setObjectName("main_toolbar")
     tb.setMovable(False)
-    tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
     for a in (w.measure_action, w.cancel_action, w.auto_measure_action, w.compare_action):
         tb.addAction(a)
     tb.addSeparator()

@@ -195,3 +195,12 @@ def test_a_crashing_measurement_is_shown_and_the_app_keeps_working(qtbot: QtBot,
     assert window.start_measurement() is not None  # the crashed worker was replaced
     qtbot.waitUntil(lambda: window.measurement.result is not crashed, timeout=MEASURE_TIMEOUT_MS)
     assert window.measurement.result.ok and window.measurement.result.verified
+
+
+def test_every_main_action_has_an_icon_and_a_tooltip(window: MainWindow) -> None:
+    from app.chrome import ICONS
+
+    for name in ICONS:
+        action = getattr(window, name)
+        assert not action.icon().isNull(), name
+        assert action.toolTip(), name
