@@ -9,6 +9,7 @@ renders as pseudo-code. The GUI, the features and the teaching views all read th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -94,6 +95,10 @@ class LoopNest:
         last = len(self.placements[consumer].loops) - 1
         return _region_needed(self.pipeline, self.placements, producer, consumer, last if per == "iteration" else -1)
 
+    def effective(self, e: E.Expr) -> E.Expr:
+        """`e` with this schedule's inlined stages substituted."""
+        return _effective(self.pipeline, self.placements, e)
+
     def effective_sources(self, stage: str) -> list[str]:
         """Inputs and non-inlined stages that `stage` reads once inlined stages are substituted."""
         s = self.pipeline.stage(stage)
@@ -153,17 +158,20 @@ def _topo(p: Pipeline) -> list[str]:
     return [n for n in nx.topological_sort(p.graph) if n in p.stage_map]
 
 
-def _effective(p: Pipeline, pl: dict[str, Placement], e: E.Expr) -> E.Expr:
-    """Substitute inlined stages' definitions into an expression."""
+def substitute_inlined(p: Pipeline, is_inlined: Callable[[str], bool], e: E.Expr) -> E.Expr:
+    """`e` with the definitions of inlined stages substituted for their accesses (recursively)."""
 
     def sub(n: E.Expr) -> E.Expr | None:
-        if isinstance(n, E.Access) and n.source in pl and pl[n.source].compute == "inline":
+        if isinstance(n, E.Access) and n.source in p.stage_map and is_inlined(n.source):
             st = p.stage(n.source)
-            body = E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)})
-            return _effective(p, pl, body)
+            return substitute_inlined(p, is_inlined, E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)}))
         return None
 
     return E.rebuild(e, sub)
+
+
+def _effective(p: Pipeline, pl: dict[str, Placement], e: E.Expr) -> E.Expr:
+    return substitute_inlined(p, lambda name: name in pl and pl[name].compute == "inline", e)
 
 
 def _region_needed(p: Pipeline, pl: dict[str, Placement], producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:

@@ -247,12 +247,10 @@ class Builder:
         return name
 
     def softmax(self, name: str, src: str) -> str:
-        rank = len(self.shape(src))
         mx = self._row_reduce(f"{name}_max", src, "max", lambda vs, r: Access(src, (*vs, r)), FLOAT_LOWEST)
         ex = self._rowwise(f"{name}_exp", [src, mx], lambda a, m: E.call("exp", a - m), "exp_sub")
         sm = self._row_reduce(f"{name}_sum", ex, "sum", lambda vs, r: Access(ex, (*vs, r)), 0.0)
         self._rowwise(name, [ex, sm], lambda a, s: a / s, "div")
-        del rank
         return self.record("softmax", [src], name)
 
     def layernorm(self, name: str, src: str, gamma: str, beta: str, eps: float = 1e-5) -> str:
@@ -276,9 +274,7 @@ class Builder:
         """out[row, x] = fn(full[row, x], rowvec[row]) where srcs = [full, rowvec]."""
         full, rowvec = srcs
         shape = self.shape(full)
-        row_names = [d.name for d in self.stages[-1].dims] if self.stages[-1].name == rowvec else None
-        if row_names is None:
-            row_names = [d.name for d in next(s for s in self.stages if s.name == rowvec).dims]
+        row_names = self.names_like(rowvec, len(shape) - 1)
         last = "j" if len(shape) == 2 else "x"
         vs = _vars(row_names)
         val = fn(Access(full, (*vs, Var(last))), Access(rowvec, tuple(vs)))

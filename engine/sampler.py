@@ -88,14 +88,7 @@ def _may_be_empty(p: Pipeline, sched: Schedule, name: str) -> bool:
 
 def _effective(p: Pipeline, sched: Schedule, e: E.Expr) -> E.Expr:
     """`e` with the inlined stages substituted."""
-
-    def sub(n: E.Expr) -> E.Expr | None:
-        if isinstance(n, E.Access) and n.source in p.stage_map and _inlined(sched, n.source):
-            st = p.stage(n.source)
-            return _effective(p, sched, E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)}))
-        return None
-
-    return E.rebuild(e, sub)
+    return loopnest.substitute_inlined(p, lambda name: _inlined(sched, name), e)
 
 
 def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:

@@ -41,10 +41,10 @@ class AnalyticModel:
                 stages[name] = 0.0
                 continue
             st = p.stage(name)
-            per_point = E.flops(_inlined(nest, st.value))
+            per_point = E.flops(nest.effective(st.value))
             red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
             if st.update is not None:
-                per_point += (E.flops(_inlined(nest, st.update)) + 1) * red
+                per_point += (E.flops(nest.effective(st.update)) + 1) * red
             work = max(per_point, 1) * pl.points_total
             loops = pl.loops
             lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
@@ -58,9 +58,3 @@ class AnalyticModel:
             memory_s = (pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations) / bw
             stages[name] = 1000 * (max(compute_s, memory_s) + pl.realizations * REALIZATION_US * 1e-6)
         return Prediction(self.name, sum(stages.values()), stages)
-
-
-def _inlined(nest, e: E.Expr) -> E.Expr:
-    from ..loopnest import _effective  # noqa: PLC0415
-
-    return _effective(nest.pipeline, nest.placements, e)
