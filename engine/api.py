@@ -11,7 +11,7 @@ from . import zoo
 from .database import Database
 from .halide_backend import target_string
 from .ir import Pipeline, PipelineError
-from .measure import Job, Measurement, Runner
+from .measure import Job, Measurement, Runner, host_fingerprint
 from .schedule import Schedule, ScheduleError, default_schedule, validate
 
 
@@ -85,8 +85,6 @@ def measure(
     job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
     key = job.schedule_key()
     if db is not None and not force:
-        from .measure import host_fingerprint  # noqa: PLC0415
-
         hit = db.lookup(p.content_hash(), key, target_string(), host_fingerprint(), runner.threads)
         if hit is not None:
             return hit

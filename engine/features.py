@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import expr as E
+from . import loopnest
 from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from .loopnest import LoopNest, Placement
 
@@ -273,14 +274,7 @@ def algorithm_features(p: Pipeline, s: Stage) -> dict[str, float]:
 # --- schedule features --------------------------------------------------------------------
 def substitute_inlined(p: Pipeline, pl: dict[str, Placement], e: E.Expr, keep: str | None = None) -> E.Expr:
     """`e` with every inlined stage (except `keep`) replaced by its definition."""
-
-    def sub(n: E.Expr) -> E.Expr | None:
-        if isinstance(n, E.Access) and n.source != keep and n.source in pl and pl[n.source].compute == "inline":
-            st = p.stage(n.source)
-            return substitute_inlined(p, pl, E.substitute_vars(st.value, {d.name: i for d, i in zip(st.dims, n.index)}), keep)
-        return None
-
-    return E.rebuild(e, sub)
+    return loopnest.substitute_inlined(p, lambda name: name != keep and name in pl and pl[name].compute == "inline", e)
 
 
 def _site(nest: LoopNest, name: str, store: bool) -> tuple[int, int, int]:

@@ -183,6 +183,11 @@ class Pipeline:
     def __post_init__(self) -> None:
         self.validate()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importers attach `source` after construction: forget a hash computed before that.
+        super().__setattr__(name, value)
+        self.__dict__.pop("_content_hash", None)
+
     # --- structure ---------------------------------------------------------------
     @cached_property
     def stage_map(self) -> dict[str, Stage]:
@@ -329,6 +334,11 @@ class Pipeline:
 
     def content_hash(self) -> str:
         """Hash of what is computed; name and description do not change it."""
+        return self._content_hash
+
+    @cached_property
+    def _content_hash(self) -> str:
+        # Cached like stage_map and graph: a Pipeline is not changed after construction.
         body = self.to_json()
         body.pop("name")
         body.pop("description")

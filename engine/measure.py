@@ -9,6 +9,7 @@ the reason. Nothing here imports Qt.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -97,6 +98,7 @@ def default_threads() -> int:
     return int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
 
 
+@functools.cache
 def host_fingerprint() -> str:
     """CPU model, core count and architecture: measurements from other machines never mix."""
     model = platform.processor() or ""

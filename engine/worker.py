@@ -103,7 +103,7 @@ def _compiled(p: Pipeline, job: Job, threads: int) -> tuple[HB.Lowered, str, flo
     """The compiled pipeline for this job, reused from an earlier job of this worker when
     the pipeline and schedule are the same (so a benchmark can interleave variants in
     rounds without re-running an autoscheduler's search or recompiling)."""
-    sched_key = f"auto:{job.autoscheduler}" if job.autoscheduler else Schedule.from_json(job.schedule or {"stages": {}}).content_hash()
+    sched_key = job.schedule_key()
     key = (p.content_hash(), sched_key)
     if key in _COMPILED:
         _COMPILED.move_to_end(key)
