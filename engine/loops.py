@@ -58,7 +58,7 @@ def _find(loops: list[Loop], name: Any) -> int:
     raise LoopError(f"no loop {name!r} (loops are {[lp.name for lp in loops]})")
 
 
-def _factor(v: Any, what: str = "factor") -> int:
+def check_factor(v: Any, what: str = "factor") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise LoopError(f"{what} must be an integer, got {v!r}")
     if v <= 0:
@@ -76,16 +76,16 @@ def _new_name(loops: list[Loop], name: Any, replacing: str | None = None) -> str
 
 def split(loops: list[Loop], loop: str, outer: str, inner: str, factor: int) -> list[Loop]:
     k = _find(loops, loop)
-    f = _factor(factor)
+    f = check_factor(factor)
     old = loops[k]
+    if old.kind != "serial":
+        raise LoopError(f"cannot split {loop!r}: it is already {old.kind}")
     outer = _new_name(loops, outer, replacing=loop)
     inner = _new_name(loops, inner, replacing=loop)
     if outer == inner:
         raise LoopError(f"split needs two different names, got {outer!r} twice")
     o = Loop(outer, max(1, math.ceil(old.extent / f)), "serial", tuple(Part(p.dim, p.stride * f, p.extent) for p in old.parts), old.rvar)
     i = Loop(inner, f, "serial", tuple(Part(p.dim, p.stride, p.extent) for p in old.parts), old.rvar)
-    if old.kind != "serial":
-        raise LoopError(f"cannot split {loop!r}: it is already {old.kind}")
     return loops[:k] + [o, i] + loops[k + 1 :]
 
 
@@ -137,7 +137,7 @@ def apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
     if kind == "split":
         return split(loops, d.get("loop"), d.get("outer"), d.get("inner"), d.get("factor"))
     if kind == "tile":
-        xf, yf = _factor(d.get("xf"), "xf"), _factor(d.get("yf"), "yf")
+        xf, yf = check_factor(d.get("xf"), "xf"), check_factor(d.get("yf"), "yf")
         out = split(loops, d.get("x"), d.get("xo"), d.get("xi"), xf)
         out = split(out, d.get("y"), d.get("yo"), d.get("yi"), yf)
         return reorder(out, [d["xi"], d["yi"], d["xo"], d["yo"]])

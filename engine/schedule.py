@@ -70,7 +70,7 @@ def check_directive(d: Any) -> None:
             raise L.LoopError(f"unexpected argument {arg!r}")
     for arg in ("factor", "xf", "yf"):
         if arg in d and d[arg] is not None:
-            L._factor(d[arg], arg)
+            L.check_factor(d[arg], arg)
     if "tail" in d and d["tail"] not in L.TAILS:
         raise L.LoopError(f"tail must be one of {L.TAILS}, got {d['tail']!r}")
 
