@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import api, cli_costmodel, zoo
+from . import api, cli_costmodel, cli_search, zoo
 from .bench_models import add_parser as add_bench_models_parser
 from .database import Database
 from .frontends.common import ModelImportError
@@ -93,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     bp.add_argument("--out", help="also write the JSON result to this file")
     add_bench_models_parser(bsub)
     cli_costmodel.register(sub)
+    cli_search.register(sub)
     return ap
 
 
@@ -252,6 +253,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": cmd_import,
     "bench": cmd_bench,
     "costmodel": lambda args: cli_costmodel.run(args),
+    "search": lambda args: cli_search.run(args),
 }
 
 

@@ -1,0 +1,84 @@
+"""`search PIPELINE --strategy ...`: automated schedule search from the command line.
+
+Prints, with --json, {"best_ms", "verified", "search_s", "trials", "baseline_ms", "schedule",
+...}: the best verified measurement the strategy found within its budget, and Halide's
+Adams2019 autoscheduler measured in the same run as the baseline (`--baseline none` skips
+it). `--out FILE` writes the best schedule, which `measure --schedule FILE` loads back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import api, zoo
+from .database import Database
+from .halide_backend import AUTOSCHEDULERS
+from .measure import Runner
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `search` command to a `add_subparsers()` object."""
+    from .search import STRATEGIES  # noqa: PLC0415
+
+    sp = subparsers.add_parser("search", help="search for a fast schedule (greedy, beam, lamcts, random, evolution)")
+    sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
+    sp.add_argument("--size", choices=zoo.SIZES, default="full")
+    sp.add_argument("--strategy", choices=sorted(STRATEGIES), default="greedy" if "greedy" in STRATEGIES else "random")
+    sp.add_argument("--budget-s", type=float, default=60.0, help="wall-clock seconds (model time and measurements)")
+    sp.add_argument("--trials", type=int, default=32, help="hardware measurements at most")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--baseline", choices=[*AUTOSCHEDULERS, "none"], default="Adams2019", help="autoscheduler measured beside")
+    sp.add_argument("--out", help="write the best schedule JSON here (loads back with measure --schedule FILE)")
+    sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
+    sp.add_argument("--no-db", action="store_true", help="neither read nor write the database")
+    sp.add_argument("--threads", type=int, default=None, help="Halide threads (default: all cores)")
+    sp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sp.add_argument("--json", action="store_true")
+    return sp
+
+
+def run(args: argparse.Namespace) -> int:
+    from .search import Budget, Progress, run_search  # noqa: PLC0415
+
+    p = api.load_pipeline(args.pipeline, args.size)
+    db = None if args.no_db else Database(args.db)
+
+    def progress(pr: Progress) -> None:
+        if pr.trial is not None and not args.quiet:
+            t = pr.trial
+            res = f"{t.measured_ms:.3f} ms" if t.verified else f"failed: {(t.error or '')[:80]}"
+            best = f"{pr.best_measured_ms:.3f}" if pr.best_measured_ms is not None else "-"
+            print(
+                f"[{pr.elapsed_s:6.1f} s] trial {pr.measured:3d}: predicted {t.predicted_ms:.3f} ms, measured {res}; best {best} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    with Runner(args.threads) as runner:
+        res = run_search(p, args.strategy, Budget(args.trials, args.budget_s), args.seed, runner=runner, db=db, progress=progress)
+        base = None
+        if args.baseline != "none":
+            m = api.measure(p, None, runner, db, autoscheduler=args.baseline, min_time_s=0.3, profile=False)
+            base = {"autoscheduler": args.baseline, "ms": m.median_ms if m.ok and m.verified else None, "search_s": m.search_s}
+    obj: dict[str, Any] = {**res.to_json(), "size": args.size, "budget_s": args.budget_s, "max_trials": args.trials}
+    obj["baseline_ms"] = base["ms"] if base else None
+    obj["baseline"] = base
+    obj["speedup_over_baseline"] = base["ms"] / res.best_ms if base and base["ms"] and res.best_ms else None
+    if args.out and res.best is not None:
+        Path(args.out).write_text(json.dumps(res.best.to_json(), indent=1))
+    if args.json:
+        print(json.dumps(obj, indent=2))
+    else:
+        best = f"{res.best_ms:.3f} ms (verified)" if res.best_ms is not None else "nothing verified"
+        line = f"{p.name} [{args.strategy}, seed {args.seed}]: best {best} after {len(res.trials)} trials, {res.search_s:.1f} s"
+        line += f" ({res.model_s:.1f} s model, {res.measure_s:.1f} s measuring, {res.seen} schedules predicted)"
+        if base:
+            sp = obj["speedup_over_baseline"]
+            line += f"\n{args.baseline}: {base['ms']:.3f} ms" if base["ms"] else f"\n{args.baseline}: failed"
+            line += f" -> {sp:.2f}x" if sp else ""
+        print(line)
+    return 0 if res.best is not None else 2

@@ -1,0 +1,71 @@
+"""Automated schedule search: strategies behind one interface (see base.py).
+
+`run_search(p, "greedy", Budget(trials=32, wall_s=60))` runs one strategy with the default
+cost model and a measuring Runner, and returns a SearchResult whose best schedule is the
+fastest verified measurement. Strategies register in STRATEGIES by name.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..costmodel import CostModel, default_model
+from ..database import Database
+from ..ir import Pipeline
+from ..measure import Measurement, Runner
+from ..schedule import Schedule
+from .base import Budget, Cancelled, Progress, SearchContext, SearchResult, Trial
+from .simple import random_search
+
+__all__ = ["STRATEGIES", "Budget", "Cancelled", "Progress", "SearchContext", "SearchResult", "Trial", "run_search"]
+
+Strategy = Callable[[SearchContext], None]
+STRATEGIES: dict[str, Strategy] = {"random": random_search}
+
+# Measurement options for candidates: short, a few runs, no profile (ranking candidates does
+# not need the last percent; the final best can be re-measured with the full defaults).
+JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.1, "min_runs": 3, "warmup": 1, "profile": False, "timeout_s": 30.0}
+
+
+def runner_measure(runner: Runner, db: Database | None = None, **job_options: Any) -> Callable[[Pipeline, Schedule], Measurement]:
+    """A measure function over the engine runner (and the database cache, if given)."""
+    from .. import api  # noqa: PLC0415
+
+    opts = {**JOB_OPTIONS, **job_options}
+    return lambda p, s: api.measure(p, s, runner, db, **opts)
+
+
+def run_search(
+    p: Pipeline,
+    strategy: str,
+    budget: Budget,
+    seed: int = 0,
+    *,
+    model: CostModel | None = None,
+    measure_fn: Callable[[Pipeline, Schedule], Measurement] | None = None,
+    runner: Runner | None = None,
+    db: Database | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    pause: threading.Event | None = None,
+) -> SearchResult:
+    """Run `strategy` on `p` within `budget`; the best verified measurement wins."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown search strategy {strategy!r}; expected one of {', '.join(sorted(STRATEGIES))}")
+    own = measure_fn is None and runner is None
+    if measure_fn is None:
+        runner = runner or Runner()
+        measure_fn = runner_measure(runner, db)
+    ctx = SearchContext(
+        p, model or default_model(), measure_fn, budget, seed, strategy=strategy, progress=progress, cancel=cancel, pause=pause
+    )
+    try:
+        STRATEGIES[strategy](ctx)
+    except Cancelled:
+        pass
+    finally:
+        if own and runner is not None:
+            runner.close()
+    return ctx.result()

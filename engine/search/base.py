@@ -1,0 +1,245 @@
+"""The search framework: one context every strategy runs in, and the records it reports.
+
+A strategy is a function `run(ctx: SearchContext) -> None` that proposes schedules, asks
+`ctx.predict` for the cost model's estimates, and sends the most promising to
+`ctx.measure`, until `ctx.done()` says the budget is spent. The context owns everything a
+strategy must not get wrong on its own: the budgets (hardware measurements and wall time),
+the seed (`ctx.rng` is the only randomness a strategy may use, so a run is a function of the
+seed and of the measured times), cancellation and pause, progress reports, the bookkeeping
+of what was seen and measured (a schedule is never measured twice), online updates of the
+model from measurements, and the best verified result. A candidate whose job crashes, hangs
+or fails verification is recorded with its error and skipped: the search goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..costmodel import CostModel
+from ..ir import Pipeline
+from ..loopnest import build
+from ..measure import Measurement
+from ..schedule import Schedule
+
+MeasureFn = Callable[[Pipeline, Schedule], Measurement]
+
+
+class Cancelled(Exception):
+    """Raised inside a strategy when the user cancelled or the wall-time budget ran out."""
+
+
+@dataclass
+class Budget:
+    """What a search may spend: hardware measurements and wall-clock seconds (model time
+    and measurements together). The search stops at whichever runs out first."""
+
+    trials: int = 32
+    wall_s: float = 60.0
+
+
+@dataclass
+class Progress:
+    """One progress report (sent after every prediction batch and every measurement)."""
+
+    strategy: str
+    seen: int  # distinct schedules the model has predicted
+    measured: int  # hardware measurements made (failed ones included)
+    best_predicted_ms: float | None
+    best_measured_ms: float | None  # verified only
+    elapsed_s: float
+    model_s: float  # time spent proposing and predicting (measurements excluded)
+    trial: Trial | None = None  # the measurement this report is about, if any
+
+
+@dataclass
+class Trial:
+    """One measured candidate: its schedule, the prediction that chose it and the result."""
+
+    index: int
+    schedule: Schedule
+    predicted_ms: float
+    measured_ms: float | None
+    verified: bool
+    error: str | None = None
+    elapsed_s: float = 0.0  # since the search started
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "schedule_hash": self.schedule.content_hash(), "predicted_ms": self.predicted_ms,
+            "measured_ms": self.measured_ms, "verified": self.verified, "error": self.error, "elapsed_s": round(self.elapsed_s, 3),
+        }  # fmt: skip
+
+
+@dataclass
+class SearchResult:
+    strategy: str
+    pipeline: str
+    seed: int
+    best: Schedule | None
+    best_ms: float | None
+    verified: bool
+    search_s: float
+    model_s: float
+    measure_s: float
+    seen: int
+    trials: list[Trial] = field(default_factory=list)
+    cancelled: bool = False
+    model: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy, "pipeline": self.pipeline, "seed": self.seed, "model": self.model,
+            "best_ms": self.best_ms, "verified": self.verified, "search_s": round(self.search_s, 3),
+            "model_s": round(self.model_s, 3), "measure_s": round(self.measure_s, 3), "seen": self.seen,
+            "trials": len(self.trials), "failed_trials": sum(1 for t in self.trials if not t.verified),
+            "cancelled": self.cancelled, "schedule": self.best.to_json() if self.best is not None else None,
+            "history": [t.to_json() for t in self.trials],
+        }  # fmt: skip
+
+
+class SearchContext:
+    """Budgets, randomness, prediction and measurement for one search (see the module doc)."""
+
+    def __init__(
+        self,
+        p: Pipeline,
+        model: CostModel,
+        measure_fn: MeasureFn,
+        budget: Budget,
+        seed: int = 0,
+        *,
+        strategy: str = "",
+        progress: Callable[[Progress], None] | None = None,
+        cancel: threading.Event | None = None,
+        pause: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.p, self.model, self.budget, self.seed, self.strategy = p, model, budget, seed, strategy
+        self.rng = random.Random(seed)
+        self._measure_fn, self._progress = measure_fn, progress
+        self._cancel, self._pause = cancel or threading.Event(), pause
+        self._clock = clock
+        self.t0 = clock()
+        self.model_s = self.measure_s = 0.0
+        self.predicted: dict[str, float] = {}  # schedule hash -> predicted ms (current model)
+        self.seen: set[str] = set()  # every schedule hash ever predicted
+        self.trials: list[Trial] = []
+        self.measured: dict[str, Trial] = {}  # schedule hash -> its trial
+        self.best: Trial | None = None
+        self.best_predicted: float | None = None
+        self.cancelled = False
+
+    # --- budget ----------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self._clock() - self.t0
+
+    def trials_left(self) -> int:
+        return max(0, self.budget.trials - len(self.trials))
+
+    def time_left(self) -> float:
+        return self.budget.wall_s - self.elapsed()
+
+    def done(self) -> bool:
+        """True when the search should stop: cancelled, out of measurements or of time."""
+        return self._cancel.is_set() or self.trials_left() <= 0 or self.time_left() <= 0
+
+    def check(self) -> None:
+        """Wait while paused; raise Cancelled when cancelled or out of wall time. Strategies
+        call it in their inner loops (predict and measure call it too)."""
+        while self._pause is not None and self._pause.is_set() and not self._cancel.is_set():
+            time.sleep(0.05)
+        if self._cancel.is_set():
+            self.cancelled = True
+            raise Cancelled("cancelled")
+        if self.time_left() <= 0:
+            raise Cancelled("out of wall time")
+
+    # --- model -----------------------------------------------------------------------------
+    def predict(self, scheds: Sequence[Schedule]) -> list[float]:
+        """The model's predicted ms of each schedule (cached by schedule hash). A schedule
+        the loop-nest model cannot build (should not happen for sampled ones) gets +inf."""
+        self.check()
+        t = time.perf_counter()
+        out: list[float] = []
+        for s in scheds:
+            h = s.content_hash()
+            self.seen.add(h)
+            if h not in self.predicted:
+                try:
+                    v = float(self.model.predict(self.p, s, build(self.p, s)).total_ms)
+                except Exception:  # noqa: BLE001  # an unbuildable candidate is just a bad one
+                    v = math.inf
+                self.predicted[h] = v if math.isfinite(v) and v > 0 else math.inf
+                if self.best_predicted is None or self.predicted[h] < self.best_predicted:
+                    self.best_predicted = self.predicted[h]
+            out.append(self.predicted[h])
+        self.model_s += time.perf_counter() - t
+        self._report(None)
+        return out
+
+    def charge_model_time(self, seconds: float) -> None:
+        """Count time a strategy spent on its own models (value function, partitions)."""
+        self.model_s += seconds
+
+    # --- hardware --------------------------------------------------------------------------
+    def measure(self, scheds: Sequence[Schedule]) -> list[Trial]:
+        """Measure the schedules not measured yet, in order, while the budget lasts; return
+        the trials of all of them that have one (already measured ones included)."""
+        out: list[Trial] = []
+        for s in scheds:
+            h = s.content_hash()
+            if h in self.measured:
+                out.append(self.measured[h])
+                continue
+            if self.done():
+                break
+            self.check()
+            pred = self.predict([s])[0]
+            t = time.perf_counter()
+            m = self._measure_fn(self.p, s)
+            self.measure_s += time.perf_counter() - t
+            ok = bool(m.ok and m.verified and m.median_ms is not None)
+            err = None if ok else (m.error or "not verified")
+            trial = Trial(len(self.trials), s, pred, m.median_ms if ok else None, ok, err, self.elapsed())
+            self.trials.append(trial)
+            self.measured[h] = trial
+            if ok and (self.best is None or trial.measured_ms < self.best.measured_ms):  # type: ignore[operator]
+                self.best = trial
+            if ok and hasattr(self.model, "observe"):
+                t = time.perf_counter()
+                self.model.observe(self.p, s, float(m.median_ms))  # type: ignore[attr-defined]
+                self.model_s += time.perf_counter() - t
+                self.predicted.clear()  # the model changed: predictions are stale
+            self._report(trial)
+            out.append(trial)
+        return out
+
+    def _report(self, trial: Trial | None) -> None:
+        if self._progress is None:
+            return
+        self._progress(
+            Progress(
+                self.strategy,
+                len(self.seen),
+                len(self.trials),
+                self.best_predicted,
+                self.best.measured_ms if self.best else None,
+                self.elapsed(),
+                self.model_s,
+                trial,
+            )  # fmt: skip
+        )
+
+    def result(self) -> SearchResult:
+        b = self.best
+        return SearchResult(
+            self.strategy, self.p.name, self.seed, b.schedule if b else None, b.measured_ms if b else None, b is not None,
+            self.elapsed(), self.model_s, self.measure_s, len(self.seen), list(self.trials), self.cancelled,
+            getattr(self.model, "name", type(self.model).__name__),
+        )  # fmt: skip
