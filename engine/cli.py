@@ -15,6 +15,7 @@ from typing import Any
 
 from . import api, cli_costmodel, cli_search, zoo
 from .bench_models import add_parser as add_bench_models_parser
+from .bench_search import add_parser as add_bench_search_parser
 from .database import Database
 from .frontends.common import ModelImportError
 from .halide_backend import AUTOSCHEDULERS, lowered_stmt
@@ -92,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     bp.add_argument("--min-time", type=float, default=0.5)
     bp.add_argument("--out", help="also write the JSON result to this file")
     add_bench_models_parser(bsub)
+    add_bench_search_parser(bsub)
     cli_costmodel.register(sub)
     cli_search.register(sub)
     return ap
@@ -233,6 +235,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .bench_models import bench_models  # noqa: PLC0415
 
         result = bench_models(args)
+    elif args.bench == "search":
+        from .bench_search import bench_search  # noqa: PLC0415
+
+        result = bench_search(args)
     else:
         from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
 
