@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from .. import features as F
 from ..ir import Pipeline
+from ..loopnest import LoopNest
 from ..schedule import Schedule
 from .base import Prediction
 from .dataset import Sample, sample_of
@@ -142,8 +143,8 @@ class TVMModel:
             stages.append(full)
         return clip_predictions(totals, stages, self.config), stages
 
-    def predict(self, p: Pipeline, s: Schedule) -> Prediction:
-        totals, stages = self.predict_samples([sample_of(p, s)])
+    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
+        totals, stages = self.predict_samples([sample_of(p, s, nest=nest)])
         return Prediction(self.name, float(totals[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
 
     def save(self, directory: str | Path, stem: str = "tvm") -> None:

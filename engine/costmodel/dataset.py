@@ -35,7 +35,7 @@ from .. import api, zoo
 from .. import features as F
 from ..database import Database
 from ..ir import Pipeline
-from ..loopnest import build
+from ..loopnest import LoopNest, build
 from ..measure import Runner, default_threads
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
@@ -72,8 +72,8 @@ class Sample:
         return self.nodes[:, F.INDEX["compute_inline"]] < 0.5
 
 
-def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan")) -> Sample:
-    x, ei, ef = F.featurize(build(p, s))
+def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan"), nest: LoopNest | None = None) -> Sample:
+    x, ei, ef = F.featurize(nest or build(p, s))
     return Sample(p.content_hash(), p.name, s.content_hash(), time_ms, x, ei, ef)
 
 

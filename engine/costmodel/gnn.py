@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from .. import features as F
 from ..ir import Pipeline
+from ..loopnest import LoopNest
 from ..schedule import Schedule
 from .base import Prediction
 from .dataset import Sample, sample_of
@@ -277,8 +278,8 @@ class TorchCostModel:
                 stages += [ms[b.graph.numpy() == k] for k in range(len(chunk))]
         return clip_predictions(np.concatenate(totals) if totals else np.zeros(0), stages, self.config), stages
 
-    def predict(self, p: Pipeline, s: Schedule) -> Prediction:
-        total, stages = self.predict_samples([sample_of(p, s)])
+    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
+        total, stages = self.predict_samples([sample_of(p, s, nest=nest)])
         return Prediction(self.name, float(total[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
 
     def save(self, directory: str | Path, stem: str) -> None:

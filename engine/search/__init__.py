@@ -17,6 +17,7 @@ from ..ir import Pipeline
 from ..measure import Measurement, Runner
 from ..schedule import Schedule
 from .base import Budget, Cancelled, Progress, SearchContext, SearchResult, Trial
+from .online import OnlineCorrected
 from .simple import random_search
 
 __all__ = ["STRATEGIES", "Budget", "Cancelled", "Progress", "SearchContext", "SearchResult", "Trial", "run_search"]
@@ -59,7 +60,15 @@ def run_search(
         runner = runner or Runner()
         measure_fn = runner_measure(runner, db)
     ctx = SearchContext(
-        p, model or default_model(), measure_fn, budget, seed, strategy=strategy, progress=progress, cancel=cancel, pause=pause
+        p,
+        OnlineCorrected(model or default_model()),
+        measure_fn,
+        budget,
+        seed,
+        strategy=strategy,
+        progress=progress,
+        cancel=cancel,
+        pause=pause,
     )
     try:
         STRATEGIES[strategy](ctx)
