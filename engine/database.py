@@ -31,6 +31,14 @@ CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT, pipeline_hash TEXT NOT NULL,
     schedule_hash TEXT NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS measurements_by_pipeline ON measurements (pipeline_hash);
+-- The cost-model dataset (engine/costmodel/dataset.py): which pipelines were generated for
+-- it, and each sample's features beside its timing (recomputed when the version changes).
+CREATE TABLE IF NOT EXISTS cm_pipelines (
+    hash TEXT PRIMARY KEY, name TEXT NOT NULL, origin TEXT NOT NULL, seed INTEGER);
+CREATE TABLE IF NOT EXISTS cm_features (
+    pipeline_hash TEXT NOT NULL, schedule_hash TEXT NOT NULL, version INTEGER NOT NULL,
+    nodes BLOB NOT NULL, edge_index BLOB NOT NULL, edges BLOB NOT NULL,
+    PRIMARY KEY (pipeline_hash, schedule_hash));
 """
 
 

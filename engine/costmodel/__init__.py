@@ -5,12 +5,51 @@ the search only see this interface. A `Prediction` is always labelled with the m
 made it and is never mixed up with a measurement.
 """
 
+from __future__ import annotations
+
+import json
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
 from .analytic import AnalyticModel
 from .base import CostModel, Prediction
 
-__all__ = ["AnalyticModel", "CostModel", "Prediction", "default_model"]
+__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_dirs"]
+
+SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
+ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models
 
 
+def model_dirs() -> list[Path]:
+    """Where trained models are looked for, first wins: $SCHEDULE_EXPLORER_COSTMODEL, the
+    user's own (`costmodel train`'s default output), then the ones shipped in resources/."""
+    from .train import default_dir  # noqa: PLC0415
+
+    env = os.environ.get(ENV_VAR)
+    return ([Path(env)] if env and env != "analytic" else []) + [default_dir(), SHIPPED]
+
+
+@lru_cache(maxsize=1)
 def default_model() -> CostModel:
-    """The best available model (the analytic estimate until a learned one is trained)."""
+    """The best available model: the learned model that `default.json` in the first model
+    directory names (chosen by `costmodel eval` on held-out pipelines), else the analytic
+    estimate. A model that fails to load (e.g. trained on another feature version) is
+    reported on stderr and skipped."""
+    if os.environ.get(ENV_VAR) == "analytic":
+        return AnalyticModel()
+    for d in model_dirs():
+        choice = d / "default.json"
+        if not choice.exists():
+            continue
+        try:
+            name = json.loads(choice.read_text())["model"]
+            if name == "analytic":
+                return AnalyticModel()
+            from .train import load_models  # noqa: PLC0415  # torch / lightgbm load only here
+
+            return load_models(d)[name]
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"cost model in {d} not usable ({exc}); trying the next", file=sys.stderr)
     return AnalyticModel()

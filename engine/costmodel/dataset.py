@@ -7,7 +7,7 @@ random schedules (engine/sampler.py: fresh samples and mutations of earlier ones
 SQLite database, keyed by pipeline hash and schedule hash (and target, host, threads), so
 a second run skips what is stored: the candidate sequence of a pipeline is a pure
 function of (seed, pipeline hash), and failed schedules are remembered in the failures
-table. Features are stored beside the timings (table `cm_features`, keyed the same way,
+table. Features are stored beside the timings (table `cm_features` of engine/database.py, keyed the same way,
 with the feature version) so loading is fast; they are recomputed when the version changes.
 
 `load` reads the samples back: one `Sample` per stored (pipeline hash, schedule hash),
@@ -41,14 +41,6 @@ from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS cm_pipelines (
-    hash TEXT PRIMARY KEY, name TEXT NOT NULL, origin TEXT NOT NULL, seed INTEGER);
-CREATE TABLE IF NOT EXISTS cm_features (
-    pipeline_hash TEXT NOT NULL, schedule_hash TEXT NOT NULL, version INTEGER NOT NULL,
-    nodes BLOB NOT NULL, edge_index BLOB NOT NULL, edges BLOB NOT NULL,
-    PRIMARY KEY (pipeline_hash, schedule_hash));
-"""
 # Job options for dataset timings: short, few runs (the ranking matters more than the last
 # percent), no per-stage profile (it doubles the cost; the models train on totals).
 JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.05, "min_runs": 3, "warmup": 1, "profile": False, "timeout_s": 20.0}
@@ -78,11 +70,6 @@ def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan"), nest: Loo
 
 
 # --- storage -------------------------------------------------------------------------------
-def _ensure_tables(db: Database) -> None:
-    with db.conn:
-        db.conn.executescript(_TABLES)
-
-
 def _blob(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, a, allow_pickle=False)
@@ -150,7 +137,6 @@ class _Ctx:
     def runner_db(self) -> tuple[Runner, Database]:
         if not hasattr(self.local, "runner"):
             self.local.runner, self.local.db = Runner(self.threads), Database(self.db_path)
-            _ensure_tables(self.local.db)
             with self.lock:
                 self.runners.append(self.local.runner)
         return self.local.runner, self.local.db
@@ -241,7 +227,6 @@ def load(
     """Every stored timing with a schedule (not an autoscheduler's) of one environment
     (target, host, threads: by default the most common one), with its features."""
     with Database(db_path) as db:
-        _ensure_tables(db)
         want = (target, host, threads)
         envs = [e for e in environments(db) if all(w is None or w == v for w, v in zip(want, e[:3]))]
         if not envs:
