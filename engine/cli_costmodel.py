@@ -51,6 +51,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     e.add_argument("--db", help="SQLite file")
     e.add_argument("--models-dir", help="model directory (default: the user data directory's costmodel/)")
     e.add_argument("--no-analytic", action="store_true", help="leave out the analytic roofline reference")
+    e.add_argument(
+        "--choose", action="store_true", help="write default.json: the app and search then use the model best at ranking unseen pipelines"
+    )
     e.add_argument("--json", action="store_true")
     return sp
 
@@ -110,13 +113,21 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .costmodel.evaluate import evaluate  # noqa: PLC0415
-    from .costmodel.train import default_dir  # noqa: PLC0415
+    from .costmodel import model_dirs  # noqa: PLC0415
+    from .costmodel.evaluate import choose, evaluate  # noqa: PLC0415
 
-    res = evaluate(_db(args), args.models_dir or default_dir(), with_analytic=not args.no_analytic)
+    d = args.models_dir or next((str(x) for x in model_dirs() if (x / "split.json").exists()), None)
+    if d is None:
+        raise FileNotFoundError("no trained cost models found (run `costmodel train`, or give --models-dir)")
+    res = evaluate(_db(args), d, with_analytic=not args.no_analytic)
+    if args.choose:
+        res["chosen"] = choose(res, d)
     cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")
     lines = ["held-out pipelines (seen pipelines' held-out schedules in brackets)", f"{'model':<10}" + "".join(f"{c:>22}" for c in cols)]
     for name, m in res.items():
+        if name == "chosen":
+            lines.append(f"default model written to {d}/default.json: {m}")
+            continue
         cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
         lines.append(f"{name:<10}{cells}")
     _print(args, res, "\n".join(lines))

@@ -11,7 +11,7 @@ import pytest
 
 from engine import features as F
 from engine.cli_costmodel import register, run
-from engine.costmodel import CostModel, Prediction
+from engine.costmodel import ENV_VAR, CostModel, Prediction, default_model
 from engine.costmodel import dataset as D
 from engine.costmodel.analytic import AnalyticModel
 from engine.costmodel.baselines import TVMModel, train_halide
@@ -135,7 +135,7 @@ def test_three_models_train_predict_and_round_trip(synthetic, tmp_path):
         assert loaded[key].predict(p, s).total_ms == pytest.approx(m.predict(p, s).total_ms, rel=1e-5)
 
 
-def test_train_all_evaluate_and_cli(synthetic, tmp_path):
+def test_train_all_evaluate_and_cli(synthetic, tmp_path, monkeypatch):
     out = tmp_path / "models"
     res = train_all(synthetic, out, epochs=2, rounds=5, hidden=16, layers=1, holdout_pipelines=0.34, holdout_schedules=0.34)
     assert res["test_unseen"] == 12 and res["train"] + res["test_seen"] == 24
@@ -147,8 +147,17 @@ def test_train_all_evaluate_and_cli(synthetic, tmp_path):
         assert m["seen_pipelines"]["n_pipelines"] == 4
     ap = argparse.ArgumentParser()
     register(ap.add_subparsers(dest="cmd"))
-    args = ap.parse_args(["costmodel", "eval", "--db", str(synthetic), "--models-dir", str(out), "--no-analytic", "--json"])
+    args = ap.parse_args(["costmodel", "eval", "--db", str(synthetic), "--models-dir", str(out), "--no-analytic", "--json", "--choose"])
     assert run(args) == 0
+    chosen = json.loads((out / "default.json").read_text())  # the model best at ranking unseen pipelines
+    best = max(("gnn", "halide", "tvm"), key=lambda k: (ev[k]["pairwise_acc"], ev[k]["kendall_tau"]))
+    assert chosen["model"] == best and chosen["pairwise_acc"] == pytest.approx(ev[best]["pairwise_acc"])
+    monkeypatch.setenv(ENV_VAR, str(out))
+    default_model.cache_clear()
+    try:
+        assert default_model().name == load_models(out)[best].name  # what the app and search now use
+    finally:
+        default_model.cache_clear()
     args = ap.parse_args(["costmodel", "train", "--db", str(synthetic), "--out", str(tmp_path / "m2"), "--models", "tvm", "--rounds", "3"])
     assert run(args) == 0 and (tmp_path / "m2" / "tvm.txt").exists()
     assert json.loads((tmp_path / "m2" / "split.json").read_text())["environment"] == ["t", "h", 1]

@@ -161,3 +161,18 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
         pu, ps = _analytic(db_path, [unseen, seen])
         res["analytic"] = {**_score(pu, unseen, True), "seen_pipelines": _score(ps, seen, True)}
     return res
+
+
+def choose(results: dict[str, dict[str, Any]], model_dir: str | Path) -> str:
+    """Write `default.json` in `model_dir` naming the model that ranks held-out pipelines'
+    schedules best (pairwise accuracy, then Kendall tau): what the app and search use."""
+
+    def key(name: str) -> tuple[float, float]:
+        m = results[name]
+        return (m.get("pairwise_acc") or 0.0, m.get("kendall_tau") or 0.0)
+
+    best = max((n for n in results if isinstance(results[n], dict) and "pairwise_acc" in results[n]), key=key)
+    Path(model_dir, "default.json").write_text(
+        json.dumps({"model": best, "by": "pairwise_acc on held-out pipelines", **results[best]}, indent=1)
+    )
+    return best
