@@ -39,6 +39,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     t.add_argument("--out", help="model directory (default: the user data directory's costmodel/)")
     t.add_argument("--models", default="gnn,halide,tvm")
     t.add_argument("--epochs", type=int, default=60)
+    t.add_argument("--batch", type=int, default=64, help="graphs per batch (torch models)")
     t.add_argument("--rounds", type=int, default=300, help="LightGBM boosting rounds")
     t.add_argument("--target", choices=["log", "relative"], default="log", help="log run time, or log time relative to its pipeline")
     t.add_argument("--rank-weight", type=float, default=0.0, help="weight of the pairwise ranking loss (torch models)")
@@ -103,8 +104,8 @@ def _train(args: argparse.Namespace) -> int:
     from .costmodel.train import train_all  # noqa: PLC0415
 
     res = train_all(
-        _db(args), args.out, models=[m.strip() for m in args.models.split(",") if m.strip()], epochs=args.epochs, rounds=args.rounds,
-        target=args.target, rank_weight=args.rank_weight, holdout_pipelines=args.holdout_pipelines,
+        _db(args), args.out, models=[m.strip() for m in args.models.split(",") if m.strip()], epochs=args.epochs, batch=args.batch,
+        rounds=args.rounds, target=args.target, rank_weight=args.rank_weight, holdout_pipelines=args.holdout_pipelines,
         holdout_schedules=args.holdout_schedules, seed=args.seed, threads=args.threads, log=_err,
     )  # fmt: skip
     text = f"trained {', '.join(res['models'])} on {res['train']} samples ({res['pipelines']} pipelines); saved to {res['out']}"

@@ -41,6 +41,7 @@ def train_all(
     *,
     models: Sequence[str] = MODELS,
     epochs: int = 60,
+    batch: int = 64,
     rounds: int = 300,
     hidden: int = 64,
     layers: int = 3,
@@ -84,7 +85,7 @@ def train_all(
         "train_pipelines": len({s.pipeline_hash for s in train}),
     }
     (out / "split.json").write_text(json.dumps(info, indent=1))
-    fit = {"epochs": epochs, "target": target, "rank_weight": rank_weight, "seed": seed, "log": log}
+    fit = {"epochs": epochs, "batch": batch, "target": target, "rank_weight": rank_weight, "seed": seed, "log": log}
     stats: dict[str, Any] = {}
     for name in models:
         t0 = time.time()
