@@ -22,11 +22,16 @@ SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
 ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models
 
 
+def default_dir() -> Path:
+    """Where `costmodel train` saves models by default: the user data directory."""
+    from platformdirs import user_data_dir  # noqa: PLC0415
+
+    return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel"
+
+
 def model_dirs() -> list[Path]:
     """Where trained models are looked for, first wins: $SCHEDULE_EXPLORER_COSTMODEL, the
     user's own (`costmodel train`'s default output), then the ones shipped in resources/."""
-    from .train import default_dir  # noqa: PLC0415
-
     env = os.environ.get(ENV_VAR)
     return ([Path(env)] if env and env != "analytic" else []) + [default_dir(), SHIPPED]
 
@@ -41,7 +46,7 @@ def default_model() -> CostModel:
         return AnalyticModel()
     for d in model_dirs():
         choice = d / "default.json"
-        if not choice.exists():
+        if not choice.exists():  # checked before importing torch: a plain start stays fast
             continue
         try:
             name = json.loads(choice.read_text())["model"]

@@ -21,18 +21,12 @@ from typing import Any
 
 from .. import features as F
 from ..database import Database
+from . import default_dir
 from .baselines import TVMModel, load_halide, train_halide
 from .dataset import environments, load, split
 from .gnn import TorchCostModel, load_gnn, train_gnn
 
 MODELS = ("gnn", "halide", "tvm")
-
-
-def default_dir() -> Path:
-    """Where trained models live by default: the user data directory."""
-    from platformdirs import user_data_dir  # noqa: PLC0415
-
-    return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel"
 
 
 def train_all(
