@@ -1,6 +1,6 @@
 """Schedule Explorer launcher: the desktop app by default, headless subcommands otherwise.
 
-python main.py                     # the app, opening a built-in example
+python main.py                     # the app, on its start page (the blur example open behind it)
 python main.py blur                # the app, opening a pipeline (zoo name or .json)
 python main.py measure blur --json # headless; see `python main.py --help`
 """

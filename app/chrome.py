@@ -34,6 +34,10 @@ def _action(w: MainWindow, text: str, slot, shortcut: str | QKeySequence | None 
 
 
 def _build_actions(w: MainWindow) -> None:
+    w.start_page_action = _action(
+        w, "S&tart Page", w.show_start_page, "Ctrl+Shift+H", "Built-in pipelines, recent projects and sample models (Ctrl+Shift+H)"
+    )
+    w.start_page_action.setIconText("Start")
     w.open_action = _action(w, "&Open…", w.open_pipeline_dialog, QKeySequence.StandardKey.Open)
     w.open_action.setStatusTip("Open a pipeline JSON, an ONNX model (imported) or a project")
     w.quit_action = _action(w, "&Quit", w.close, "Ctrl+Q")
@@ -77,6 +81,7 @@ def _build_actions(w: MainWindow) -> None:
 # One icon set for all actions: the style's standard icons, so they follow the platform
 # and the light/dark theme without shipping image files.
 ICONS = {
+    "start_page_action": QStyle.StandardPixmap.SP_DirHomeIcon,
     "open_action": QStyle.StandardPixmap.SP_DialogOpenButton,
     "quit_action": QStyle.StandardPixmap.SP_DialogCloseButton,
     "undo_action": QStyle.StandardPixmap.SP_ArrowBack,
@@ -100,6 +105,7 @@ def _set_icons(w: MainWindow) -> None:
 def _build_menus(w: MainWindow) -> None:
     bar = w.menuBar()
     w.file_menu = bar.addMenu("&File")
+    w.file_menu.addAction(w.start_page_action)
     w.file_menu.addAction(w.open_action)
     w.file_menu.addSeparator()
     pr = w.projects
@@ -129,6 +135,8 @@ def _build_toolbar(w: MainWindow) -> None:
     tb.setObjectName("main_toolbar")
     tb.setMovable(False)
     tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+    tb.addAction(w.start_page_action)
+    tb.addSeparator()
     for a in (w.measure_action, w.cancel_action, w.auto_measure_action, w.compare_action):
         tb.addAction(a)
     tb.addSeparator()

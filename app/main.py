@@ -1,4 +1,8 @@
-"""Starting the desktop app: `python main.py [PIPELINE] [--size ...] [--schedule ...] [--screenshot PNG]`."""
+"""Starting the desktop app: `python main.py [PIPELINE] [--size ...] [--schedule ...] [--screenshot PNG]`.
+
+With nothing named, the app opens on the start page with the blur example already open
+behind it (one click, Enter or Esc away); a pipeline, model or --schedule/--measure opens
+the workspace directly."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from engine import api, zoo
 from .document import load_schedule
 from .main_window import MainWindow
 
-DEFAULT_PIPELINE = "blur"
+DEFAULT_PIPELINE = "blur"  # open behind the start page when nothing is named
 MEASURE_WAIT_MS = 300_000  # --measure with --screenshot: the longest wait for the result
 
 
@@ -28,8 +32,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "pipeline",
         nargs="?",
-        default=DEFAULT_PIPELINE,
-        help=f"a built-in pipeline name, a pipeline .json file or an .onnx model (default: {DEFAULT_PIPELINE})",
+        default=None,
+        help=f"a built-in pipeline name, a pipeline .json file or an .onnx model "
+        f"(default: the start page, with {DEFAULT_PIPELINE} open behind it)",
     )
     ap.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size (default: full)")
     ap.add_argument(
@@ -54,9 +59,11 @@ def run_app(argv: list[str]) -> int:
     except SystemExit as exc:  # --help, or a usage error argparse has already printed
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
 
+    start_page = args.pipeline is None and args.schedule is None and not args.measure
+    spec = args.pipeline or DEFAULT_PIPELINE
     # Check what was named before any window exists, so mistakes read like the CLI's.
     try:
-        p = api.load_pipeline(args.pipeline, args.size)
+        p = api.load_pipeline(spec, args.size)
         if args.schedule not in (None, "default", "hand"):
             load_schedule(p, args.schedule)
     except api.InputError as exc:
@@ -75,9 +82,11 @@ def run_app(argv: list[str]) -> int:
     window = MainWindow(size=args.size, persist_layout=not args.screenshot, ask_to_save=not args.screenshot)
     if args.theme:
         window.theme.set_mode(args.theme, remember=False)  # this run only: View → Theme stays the user's choice
-    if not window.open_pipeline(args.pipeline, args.schedule):
+    if not window.open_pipeline(spec, args.schedule):
         window.close()
         return 2
+    if start_page:
+        window.show_start_page()
     window.show()
     if args.measure:
         window.start_measurement()

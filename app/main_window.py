@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
     QMessageBox,
+    QStackedWidget,
     QTabWidget,
     QUndoView,
     QWidget,
@@ -35,13 +36,15 @@ from .performance import PerformancePanel
 from .project import SUFFIX
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
+from .search_panel import SearchPanel
+from .start_page import StartPageController
 from .stmt import StmtLoader
 from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
 
 SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 # Bump when docks or toolbars change: restoreState ignores a saved layout of another version.
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 STATUS_MS = 8000
 OPEN_FILTER = ";;".join(
     (
@@ -86,6 +89,9 @@ class MainWindow(QMainWindow):
         # Before the views: they take their colours from the palette the theme sets.
         self.theme = ThemeController(self, (SETTINGS_ORG, SETTINGS_APP))
         self._build_views()
+        # Before the chrome: its Start Page action and toolbar act on the page.
+        self.start = StartPageController(self, self.central, LAYOUT_VERSION)
+        self.start_page = self.start.page
         chrome.build(self)
         self.setAcceptDrops(True)
 
@@ -152,7 +158,10 @@ class MainWindow(QMainWindow):
             view.setToolTip(note)
             self.source_panes[key] = pane
             self.tabs.addTab(pane, name)
-        self.setCentralWidget(self.tabs)
+        # The workspace's tabs and the start page take turns in the middle (start_page.py).
+        self.central = QStackedWidget()
+        self.central.addWidget(self.tabs)
+        self.setCentralWidget(self.central)
 
         self.pipelines = PipelinePanel()
         self.pipelines.populate(self.size)
@@ -169,6 +178,13 @@ class MainWindow(QMainWindow):
         self.stages_dock = self._dock("Stages", self.stages, area.RightDockWidgetArea)
         self.editor_dock = self._dock("Schedule Editor", self.editor, area.RightDockWidgetArea)
         self.measurement_dock = self._dock("Performance", self.performance, area.BottomDockWidgetArea)
+        self.search_panel = SearchPanel(self.doc, self.history, self.undo_stack)
+        self.search_dock = self._dock("Search", self.search_panel, area.BottomDockWidgetArea)
+        self.search_dock.setToolTip("Automated schedule search: strategy, budget, live best-so-far plot, measured candidates")
+        self.tabifyDockWidget(self.measurement_dock, self.search_dock)
+        self.measurement_dock.raise_()
+        # Baselines the search measured (current schedule, Adams2019) belong to the session too.
+        self.search_panel.measured.connect(self.history.attach)
         # Docks squeezed below these are useless (a restored geometry can be small).
         for widget, width in ((self.pipelines, 190), (self.stages, 260), (self.editor, 300)):
             widget.setMinimumWidth(width)
@@ -197,6 +213,7 @@ class MainWindow(QMainWindow):
             self.stages_dock,
             self.editor_dock,
             self.measurement_dock,
+            self.search_dock,
         ]
 
     # --- opening ----------------------------------------------------------------------
@@ -293,10 +310,24 @@ class MainWindow(QMainWindow):
         if self.doc.is_builtin and not self.projects.maybe_save():
             self.size_combo.setCurrentText(self.size)
             return
-        self.size = size
-        self.pipelines.populate(size)
+        self.use_size(size)
         if self.doc.is_builtin:
             self.open_pipeline(self.doc.pipeline_spec)
+
+    def use_size(self, size: str) -> None:
+        """The size built-in pipelines open at next (the open one is not reopened)."""
+        self.size = size
+        self.size_combo.setCurrentText(size)
+        self.pipelines.populate(size)
+
+    # --- start page -------------------------------------------------------------------
+    @Slot()
+    def show_start_page(self) -> None:
+        self.start.show_page()
+
+    @Slot()
+    def show_workspace(self) -> None:
+        self.start.show_workspace()
 
     # --- document views ---------------------------------------------------------------
     @Slot()
@@ -366,6 +397,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def find_stage(self) -> None:
+        self.show_workspace()
         self.tabs.setCurrentWidget(self.graph)
         self.graph.focus_find()
 
@@ -408,6 +440,8 @@ class MainWindow(QMainWindow):
         title = self.doc.title
         path = self.projects.path
         name = " — ".join(x for x in (title, path.name if path is not None else "") if x)
+        if self.start.showing:
+            name = "Start Page"
         # [*] shows as "*" while there are unsaved edits or notes (setWindowModified).
         self.setWindowTitle(f"{name}[*] — Schedule Explorer" if name else "Schedule Explorer")
         self.setWindowModified(self.projects.dirty)
@@ -480,7 +514,8 @@ class MainWindow(QMainWindow):
         self._elapsed.start()
         self._sync_measure_action()
         self._refresh_performance()
-        self.measurement_dock.show()
+        if not self.start.showing:  # the page hides the docks; the result waits in the workspace
+            self.measurement_dock.show()
         if cancelled:
             msg = f"Measurement of {request.label} cancelled"
         elif m.ok and m.verified:
@@ -501,10 +536,11 @@ class MainWindow(QMainWindow):
     def _save_layout(self) -> None:
         s = QSettings(SETTINGS_ORG, SETTINGS_APP)
         s.setValue("geometry", self.saveGeometry())
-        s.setValue("windowState", self.saveState(LAYOUT_VERSION))
+        s.setValue("windowState", self.start.layout_state())  # the workspace's, even if the start page shows
 
     @Slot()
     def reset_layout(self) -> None:
+        self.show_workspace()
         for dock in self.docks():
             dock.setFloating(False)
         self.restoreState(self._default_state, LAYOUT_VERSION)
@@ -532,5 +568,6 @@ class MainWindow(QMainWindow):
         self._tick.stop()
         self.measure_control.timer.stop()
         self.measure_service.shutdown()
+        self.search_panel.shutdown()  # cancels a running search and joins its thread
         self.stmt_loader.shutdown()
         super().closeEvent(event)

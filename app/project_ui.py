@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QSettings, Slot
+from PySide6.QtCore import QObject, QSettings, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QPlainTextEdit
 
@@ -24,6 +24,8 @@ FILTER = f"Schedule Explorer project (*{SUFFIX});;JSON (*.json);;All files (*)"
 
 
 class ProjectController(QObject):
+    recent_changed = Signal()  # the recent-projects list was written (the start page shows it)
+
     def __init__(self, window: MainWindow, settings: tuple[str, str]) -> None:
         super().__init__(window)
         self.w = window
@@ -68,8 +70,15 @@ class ProjectController(QObject):
         return [str(v) for v in value or []]
 
     def _add_recent(self, path: Path) -> None:
-        items = [str(path)] + [p for p in self.recent() if p != str(path)]
+        self._set_recent([str(path)] + [p for p in self.recent() if p != str(path)])
+
+    def forget_recent(self, path: str) -> None:
+        """Drop a path from the recent list (e.g. a file that was moved or deleted)."""
+        self._set_recent([p for p in self.recent() if p != path])
+
+    def _set_recent(self, items: list[str]) -> None:
         QSettings(*self.settings).setValue(RECENT_KEY, items[:MAX_RECENT])
+        self.recent_changed.emit()
 
     @Slot()
     def _fill_recent(self) -> None:
