@@ -5,7 +5,9 @@ call `replace_schedule`, so no view keeps its own copy of the state."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -33,8 +35,33 @@ def schedule_label(spec: str) -> str:
     return spec if spec in NAMED_SCHEDULES else Path(spec).stem
 
 
+# Rule-based and hand schedules depend on the pipeline alone: remembered per (pipeline hash,
+# spec), as the schedule combo asks which specs apply after every change (a ResNet-50's
+# heuristic schedule takes about a second).
+_MEMO: OrderedDict[tuple[str, str], dict[str, Any] | str] = OrderedDict()
+_MEMO_SIZE = 16
+
+
 def load_schedule(p: Pipeline, spec: str) -> Schedule:
     """api.load_schedule with every failure turned into api.InputError, so callers can fall back."""
+    if spec not in ("hand", "heuristic"):
+        return _load_schedule(p, spec)
+    key = (p.content_hash(), spec)
+    if key not in _MEMO:
+        try:
+            _MEMO[key] = _load_schedule(p, spec).to_json()
+        except api.InputError as exc:
+            _MEMO[key] = str(exc)
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    _MEMO.move_to_end(key)
+    got = _MEMO[key]
+    if isinstance(got, str):
+        raise api.InputError(got)
+    return Schedule.from_json(got)  # a fresh copy: callers may edit theirs
+
+
+def _load_schedule(p: Pipeline, spec: str) -> Schedule:
     try:
         return api.load_schedule(p, spec)
     except api.InputError:

@@ -112,6 +112,19 @@ class GraphPanel(QWidget):
             b.setAutoRaise(True)
             b.clicked.connect(slot)
             bar.addWidget(b)
+        self.group_button = QToolButton()
+        self.group_button.setObjectName("graph_group")
+        self.group_button.setText("Group")
+        self.group_button.setCheckable(True)
+        self.group_button.setAutoRaise(True)
+        self.group_button.setToolTip(
+            "One node per layer of an imported model (on by default from 60 stages).<br>"
+            "Double-click a layer to expand it, its outline to collapse it; right-click for more."
+        )
+        self.group_button.toggled.connect(self._on_group_toggled)
+        self.view.grouping_changed.connect(self._sync_group_button)
+        bar.addWidget(self.group_button)
+        self._sync_group_button()
         bar.addSpacing(10)
         self.find_edit = QLineEdit()
         self.find_edit.setObjectName("graph_find")
@@ -159,9 +172,22 @@ class GraphPanel(QWidget):
         placements = {s.name: doc.placement_text(s.name) for s in doc.pipeline.stages}
         self.view.update_state(placements, times)
 
+    @Slot()
+    def _sync_group_button(self) -> None:
+        self.group_button.setEnabled(bool(self.view.grouping))
+        if self.group_button.isChecked() != self.view.grouped:
+            self.group_button.blockSignals(True)
+            self.group_button.setChecked(self.view.grouped)
+            self.group_button.blockSignals(False)
+
+    @Slot(bool)
+    def _on_group_toggled(self, on: bool) -> None:
+        self.view.set_grouped(on)
+        self._fit_now()  # a different graph: show all of it
+
     def _fit_now(self) -> None:
         self._fit_pending = False
-        self.view.fit()
+        self.view.fit(readable=True)
 
     def showEvent(self, event) -> None:  # noqa: N802, ANN001  # Qt override
         super().showEvent(event)

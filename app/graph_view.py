@@ -3,242 +3,46 @@ edges, each stage tinted by its share of the run time.
 
 The scene is built once per pipeline (the layout comes from graph_layout) and only
 repainted afterwards: a schedule edit changes node texts and colours, never geometry.
-Nodes paint by level of detail (no text when zoomed far out) and cache their pixels, so a
-500-stage graph pans and zooms smoothly."""
+Nodes paint by level of detail and cache their pixels (graph_items.py), so a 500-stage
+graph pans and zooms smoothly. A large imported model opens grouped (graph_groups.py):
+each layer is one node until it is expanded (double-click, context menu, or selecting a
+stage inside it); only expanding or collapsing lays the graph out again."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal, Slot
-from PySide6.QtGui import (
-    QBrush,
-    QColor,
-    QFont,
-    QFontMetricsF,
-    QKeyEvent,
-    QMouseEvent,
-    QPainter,
-    QPainterPath,
-    QPalette,
-    QPen,
-    QPolygonF,
-    QWheelEvent,
-)
-from PySide6.QtWidgets import (
-    QGraphicsItem,
-    QGraphicsPathItem,
-    QGraphicsScene,
-    QGraphicsView,
-    QStyleOptionGraphicsItem,
-    QWidget,
-)
+from collections import Counter
+
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal, Slot
+from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QMouseEvent, QPainter, QPalette, QWheelEvent
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QMenu, QWidget
 
 from engine.ir import Pipeline
 
+from .graph_groups import AUTO_GROUP_STAGES, Grouping, find_groups, visible_graph
+from .graph_items import (  # noqa: F401  # re-exported: the graph's look is imported from here
+    EDGE_HOT,
+    HEAT_STOPS,
+    INLINE_FILL,
+    INPUT_BORDER,
+    INPUT_FILL,
+    INPUT_H,
+    NODE_W,
+    STAGE_H,
+    EdgeItem,
+    GroupFrame,
+    GroupItem,
+    NodeItem,
+    heat_color,
+    node_subtitle,
+    output_border,
+    text_color_on,
+    time_text,
+)
 from .graph_layout import Layout, layered_layout
 from .history import StageTimes
 
-NODE_W, STAGE_H, INPUT_H = 164.0, 74.0, 40.0
-PAD = 8.0
 MAX_ZOOM, MIN_ZOOM = 3.0, 0.02
-# Share of run time, cold to hot (light sand to brick red), normalised to the hottest stage.
-HEAT_STOPS = ((0.0, QColor("#f6f1e7")), (0.35, QColor("#fdd49e")), (0.7, QColor("#fc8d59")), (1.0, QColor("#d7301f")))
-INPUT_FILL, INPUT_BORDER = QColor("#e3ecf7"), QColor("#5b7db1")
-INLINE_FILL = QColor("#eeeeee")
-BORDER, OUTPUT_BORDER = QColor("#7a7f87"), QColor("#2b2f36")
-EDGE, EDGE_HOT = QColor("#9aa0a8"), QColor("#2f6fd6")
-
-
-def heat_color(t: float) -> QColor:
-    """Colour for a relative share t in [0, 1] (piecewise linear through HEAT_STOPS)."""
-    t = min(1.0, max(0.0, t))
-    for (t0, c0), (t1, c1) in zip(HEAT_STOPS, HEAT_STOPS[1:]):
-        if t <= t1:
-            f = (t - t0) / (t1 - t0)
-            return QColor.fromRgbF(
-                c0.redF() + f * (c1.redF() - c0.redF()),
-                c0.greenF() + f * (c1.greenF() - c0.greenF()),
-                c0.blueF() + f * (c1.blueF() - c0.blueF()),
-            )
-    return QColor(HEAT_STOPS[-1][1])
-
-
-def output_border(widget: QWidget | None) -> QColor:
-    """The output's heavy border: near-black, but the text colour on a dark background (dark theme)."""
-    if widget is not None and widget.palette().color(QPalette.ColorRole.Base).lightness() < 128:
-        return widget.palette().color(QPalette.ColorRole.Text)
-    return OUTPUT_BORDER
-
-
-def text_color_on(fill: QColor) -> QColor:
-    """Black or white, whichever reads better on `fill` (relative luminance)."""
-    lum = 0.2126 * fill.redF() ** 2.2 + 0.7152 * fill.greenF() ** 2.2 + 0.0722 * fill.blueF() ** 2.2
-    return QColor("#111111") if lum > 0.18 else QColor("#ffffff")
-
-
-class NodeItem(QGraphicsItem):
-    """One input or stage: a rounded box with up to four lines of text."""
-
-    def __init__(self, name: str, kind: str, subtitle: str, font: QFont) -> None:
-        super().__init__()
-        self.name, self.kind = name, kind
-        h = INPUT_H if kind == "input" else STAGE_H
-        self.rect = QRectF(-NODE_W / 2, -h / 2, NODE_W, h)
-        self.font, self.bold = QFont(font), QFont(font)
-        self.bold.setBold(True)
-        self.small = QFont(font)
-        self.small.setPointSizeF(font.pointSizeF() * 0.9)
-        self._fm_bold, self._fm_small = QFontMetricsF(self.bold), QFontMetricsF(self.small)
-        self.title = self._elide(name, self._fm_bold, NODE_W - 2 * PAD - (46 if kind == "output" else 0))
-        self.subtitle = self._elide(subtitle, self._fm_small, NODE_W - 2 * PAD)
-        self.placement = ""
-        self.time_text = ""
-        self.inline = False
-        self.fill = INPUT_FILL if kind == "input" else heat_color(0.0)
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, kind != "input")
-        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        self.setZValue(1)
-        self.setCursor(Qt.CursorShape.PointingHandCursor if kind != "input" else Qt.CursorShape.ArrowCursor)
-
-    @staticmethod
-    def _elide(text: str, fm: QFontMetricsF, width: float) -> str:
-        return fm.elidedText(text, Qt.TextElideMode.ElideRight, width)
-
-    def set_state(self, placement: str, fill: QColor, time_text: str) -> None:
-        inline = placement == "inline"
-        if (placement, fill.rgb(), time_text) == (self.placement, self.fill.rgb(), self.time_text):
-            return
-        self.placement, self.time_text, self.inline = placement, time_text, inline
-        self.fill = INLINE_FILL if inline else fill
-        self.update()
-
-    def boundingRect(self) -> QRectF:  # noqa: N802  # Qt override
-        return self.rect.adjusted(-2, -2, 2, 2)
-
-    def shape(self) -> QPainterPath:
-        path = QPainterPath()
-        path.addRoundedRect(self.rect, 8, 8)
-        return path
-
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        selected = self.isSelected()
-        if selected:
-            pen = QPen(widget.palette().color(QPalette.ColorRole.Highlight) if widget else EDGE_HOT, 3.0)
-        elif self.kind == "input":
-            pen = QPen(INPUT_BORDER, 1.2)
-        elif self.kind == "output":
-            pen = QPen(output_border(widget), 2.4)
-        else:
-            pen = QPen(BORDER, 1.0, Qt.PenStyle.DashLine if self.inline else Qt.PenStyle.SolidLine)
-        painter.setPen(pen)
-        painter.setBrush(QBrush(self.fill))
-        if lod < 0.2:  # a speck on screen: a plain rectangle is all that shows
-            painter.drawRect(self.rect)
-            return
-        radius = self.rect.height() / 2 if self.kind == "input" else 8.0
-        painter.drawRoundedRect(self.rect, min(radius, 22.0), min(radius, 22.0))
-        if lod < 0.22:  # too small for any text
-            return
-        ink = text_color_on(self.fill)
-        if lod < 0.7:  # zoomed out: the name alone, enlarged to stay readable, fitted to the box
-            self._paint_name_only(painter, lod, ink)
-            return
-        r = self.rect.adjusted(PAD + (6 if self.kind == "input" else 0), PAD - 2, -PAD, -PAD + 2)
-        line_h = self._fm_small.height()
-        painter.setPen(ink)
-        painter.setFont(self.bold)
-        top = QRectF(r.left(), r.top(), r.width(), self._fm_bold.height())
-        painter.drawText(top, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.title)
-        if self.kind == "output":
-            painter.setFont(self.small)
-            painter.drawText(top, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "OUTPUT")
-        if lod < 0.7:
-            return
-        painter.setFont(self.small)
-        y = top.bottom() + 1
-        lines = [self.subtitle] if self.kind == "input" else [self.subtitle, self.placement, self.time_text]
-        for k, text in enumerate(lines):
-            if not text:
-                continue
-            row = QRectF(r.left(), y + k * line_h, r.width(), line_h)
-            painter.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
-
-    def _paint_name_only(self, painter: QPainter, lod: float, ink: QColor) -> None:
-        """Name (and where the stage is computed), enlarged to stay legible, fitted to the box."""
-        r = self.rect.adjusted(PAD, 3, -PAD, -3)
-        lines = [self.name] + ([self.placement] if self.kind != "input" and self.placement else [])
-        widest = max(self._fm_bold.horizontalAdvance(t) for t in lines) or 1.0
-        grow = min(0.8 / lod, r.width() / widest, r.height() / len(lines) / self._fm_bold.height())
-        font = QFont(self.bold)
-        font.setPointSizeF(self.bold.pointSizeF() * max(1.0, grow))
-        fm = QFontMetricsF(font)
-        painter.setPen(ink)
-        top = r.center().y() - len(lines) * fm.height() / 2
-        for k, text in enumerate(lines):
-            if k == 1:
-                font.setBold(False)
-            painter.setFont(font)
-            row = QRectF(r.left(), top + k * fm.height(), r.width(), fm.height())
-            painter.drawText(row, Qt.AlignmentFlag.AlignCenter, fm.elidedText(text, Qt.TextElideMode.ElideRight, r.width()))
-
-
-class EdgeItem(QGraphicsPathItem):
-    """A producer -> consumer edge: a smooth curve through its route with an arrow head."""
-
-    ARROW = 8.0
-
-    def __init__(self, points: list[tuple[float, float]]) -> None:
-        super().__init__()
-        pts = [QPointF(x, y) for x, y in points]
-        tip = pts[-1]
-        pts[-1] = QPointF(tip.x() - self.ARROW + 1, tip.y())  # the line stops where the arrow head starts
-        path = QPainterPath(pts[0])
-        for a, b in zip(pts, pts[1:]):
-            dx = (b.x() - a.x()) / 2
-            path.cubicTo(QPointF(a.x() + dx, a.y()), QPointF(b.x() - dx, b.y()), b)
-        self.setPath(path)
-        self.arrow = QPolygonF([tip, QPointF(tip.x() - self.ARROW, tip.y() - 4), QPointF(tip.x() - self.ARROW, tip.y() + 4)])
-        self.hot = False
-        self._apply_pen()
-        self.setZValue(0)
-        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
-
-    def _apply_pen(self) -> None:
-        pen = QPen(EDGE_HOT if self.hot else EDGE, 2.0 if self.hot else 1.3)
-        pen.setCosmetic(True)  # the same thickness at every zoom
-        self.setPen(pen)
-
-    def set_hot(self, hot: bool) -> None:
-        if hot != self.hot:
-            self.hot = hot
-            self._apply_pen()
-            self.setZValue(0.5 if hot else 0)
-
-    def boundingRect(self) -> QRectF:  # noqa: N802  # Qt override
-        return super().boundingRect().united(self.arrow.boundingRect()).adjusted(-2, -2, 2, 2)
-
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        painter.setPen(self.pen())
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawPath(self.path())
-        if option.levelOfDetailFromTransform(painter.worldTransform()) >= 0.3:
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(self.pen().color())
-            painter.drawPolygon(self.arrow)
-
-
-def node_subtitle(p: Pipeline, name: str) -> str:
-    shape = "×".join(map(str, p.shape_of(name)))
-    if name in p.input_map:
-        return f"input · {shape}"
-    return f"{p.stage(name).op} · {shape}"
-
-
-def time_text(ms: float | None, total: float) -> str:
-    if ms is None:
-        return ""
-    share = ms / total if total > 0 else 0.0
-    return f"{share:.1%} · {ms:.3g} ms"
+READABLE_ZOOM = 0.4  # names drawn enlarged from LOD 0.22, every line from 0.7 (graph_items.py)
 
 
 class GraphView(QGraphicsView):
@@ -246,6 +50,7 @@ class GraphView(QGraphicsView):
 
     stage_selected = Signal(object)
     legend_changed = Signal(str, float)  # source of the times, largest share
+    grouping_changed = Signal()  # grouping turned on or off, or a group expanded or collapsed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -263,9 +68,16 @@ class GraphView(QGraphicsView):
         self.setOptimizationFlag(QGraphicsView.OptimizationFlag.DontSavePainterState)
         self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Base))
         self.setToolTip("")
-        self.nodes: dict[str, NodeItem] = {}
+        self.nodes: dict[str, NodeItem] = {}  # the inputs and stages drawn (not those inside collapsed groups)
+        self.groups: dict[str, GroupItem] = {}  # collapsed groups
+        self.frames: dict[str, GroupFrame] = {}  # outlines of expanded groups
         self.edges: dict[tuple[str, str], EdgeItem] = {}
         self.layout_result: Layout | None = None
+        self.pipeline: Pipeline | None = None
+        self.grouping = Grouping()
+        self.grouped = False
+        self.expanded: set[str] = set()
+        self._state: tuple[dict[str, str], StageTimes | None] = ({}, None)
         self._pipeline_hash = ""
         self._syncing = False
         scene.selectionChanged.connect(self._on_selection)
@@ -275,57 +87,149 @@ class GraphView(QGraphicsView):
         if event.type() == QEvent.Type.PaletteChange:  # the theme changed: the cached background follows
             self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Base))
             self.resetCachedContent()
-            for node in self.nodes.values():
+            for node in [*self.nodes.values(), *self.groups.values()]:
                 node.update()  # their device caches hold borders drawn for the old palette
 
     # --- building ---------------------------------------------------------------------
     def set_pipeline(self, p: Pipeline) -> bool:
-        """(Re)build the scene for `p`; False (nothing done) if it is the one shown."""
+        """(Re)build the scene for `p`; False (nothing done) if it is the one shown. A model
+        with AUTO_GROUP_STAGES stages or more opens grouped by layer."""
         h = p.content_hash()
         if h == self._pipeline_hash:
             return False
-        self._pipeline_hash = h
+        self._pipeline_hash, self.pipeline = h, p
+        self.grouping = find_groups(p)
+        self.grouped = bool(self.grouping) and len(p.stages) >= AUTO_GROUP_STAGES
+        self.expanded = set()
+        self._state = ({}, None)
+        self._rebuild()
+        return True
+
+    def _rebuild(self) -> None:
+        """Lay out what is visible (groups contracted unless expanded) and create its items."""
+        p = self.pipeline
+        assert p is not None
+        keep = self.selected_stage()
         scene = self.scene()
         self._syncing = True
         scene.clear()
         self._syncing = False
         self.nodes.clear()
+        self.groups.clear()
+        self.frames.clear()
         self.edges.clear()
-        g = p.graph
+        g = visible_graph(p.graph, self.grouping, self.expanded) if self.grouped else p.graph
         self.layout_result = lay = layered_layout(g, lambda n: (NODE_W, INPUT_H if g.nodes[n]["kind"] == "input" else STAGE_H))
         font = self.font()
         for name in g.nodes:
-            item = NodeItem(name, g.nodes[name]["kind"], node_subtitle(p, name), font)
+            kind = g.nodes[name]["kind"]
+            if kind == "group":
+                item: NodeItem = GroupItem(name, self.grouping.labels[name], self._group_subtitle(name), font)
+                self.groups[name] = item  # type: ignore[assignment]
+            else:  # inside an expanded group, names go without the group's prefix (the outline shows it)
+                label = self.grouping.short_name(name) if self.grouped else name
+                item = self.nodes[name] = NodeItem(name, kind, node_subtitle(p, name), font, label=label)
             item.setPos(*lay.centers[name])
             scene.addItem(item)
-            self.nodes[name] = item
+        for gid in self.expanded if self.grouped else ():
+            # Around the stages only: weights sit a column left of their reader, beside the previous layer.
+            members = [self.nodes[n].sceneBoundingRect() for n in self.grouping.groups[gid]]
+            box = members[0]
+            for r in members[1:]:
+                box = box.united(r)
+            self.frames[gid] = GroupFrame(gid, self.grouping.labels[gid], box, font)
+            scene.addItem(self.frames[gid])
         for (u, v), pts in lay.routes.items():
             edge = EdgeItem(pts)
             scene.addItem(edge)
             self.edges[(u, v)] = edge
         m = 40.0
-        scene.setSceneRect(QRectF(-m, -m, lay.width + 2 * m, lay.height + 2 * m))
-        return True
+        rect = QRectF(-m, -m, lay.width + 2 * m, lay.height + 2 * m)
+        for f in self.frames.values():
+            rect = rect.united(f.boundingRect().adjusted(-m, -m, m, m))
+        scene.setSceneRect(rect)
+        self.update_state(*self._state)
+        if keep in self.nodes:
+            self.select_stage(keep, center=False)
+        self.grouping_changed.emit()
+
+    def _group_subtitle(self, gid: str) -> str:
+        assert self.pipeline is not None
+        ops = Counter(self.pipeline.stage(s).op for s in self.grouping.groups[gid])
+        top = ", ".join(f"{n} {op}" for op, n in ops.most_common(2))
+        return f"{len(self.grouping.groups[gid])} stages · {top}"
 
     def update_state(self, placements: dict[str, str], times: StageTimes | None) -> None:
-        """Per-stage compute location and tint; cheap, so it runs after every edit."""
+        """Per-stage compute location and tint; cheap, so it runs after every edit. A
+        collapsed group shows the sum of its stages' times."""
+        self._state = (placements, times)
         total = times.total if times else 0.0
-        ms = times.ms if times else {}
-        top = max(ms.values(), default=0.0)
-        for name, item in self.nodes.items():
+        ms = dict(times.ms) if times else {}
+        for gid in self.groups:
+            got = [ms[s] for s in self.grouping.groups[gid] if s in ms]
+            if got:
+                ms[gid] = sum(got)
+        top = max((ms[n] for n in [*self.nodes, *self.groups] if n in ms), default=0.0)
+        for name, item in [*self.nodes.items(), *self.groups.items()]:
             if item.kind == "input":
                 item.setToolTip(f"<b>{name}</b><br>{item.subtitle}")
                 continue
             t = ms.get(name)
             fill = heat_color(t / top if t is not None and top > 0 else 0.0)
-            where = placements.get(name, "")
-            item.set_state(where, fill, time_text(t, total) if times and where != "inline" else "")
-            tip = f"<b>{name}</b> ({item.kind})<br>{item.subtitle}<br>computed {where}"
+            if item.kind == "group":
+                where = self._group_placements(name, placements)
+                tip = f"<b>{item.label}</b> (group of {len(self.grouping.groups[name])} stages: {name})<br>{where}"
+                tip += "<br>Double-click to expand"
+            else:
+                where = placements.get(name, "")
+                tip = f"<b>{name}</b> ({item.kind})<br>{item.subtitle}<br>computed {where}"
+            item.set_state(self._short_where(name, where), fill, time_text(t, total) if times and where != "inline" else "")
             if times and t is not None:
                 tip += f"<br>{time_text(t, total)} of the run ({times.source})"
             item.setToolTip(tip)
         share = top / total if total > 0 else 0.0
         self.legend_changed.emit(times.source if times else "", share)
+
+    def _short_where(self, name: str, where: str) -> str:
+        """'at layer1_layer1_1_relu_Relu.xo' -> 'at relu_Relu.xo' when both are in one group."""
+        consumer, _, loop = where[3:].rpartition(".") if where.startswith("at ") else ("", "", "")
+        if not consumer or self.group_of(consumer) is None or self.group_of(consumer) != self.group_of(name):
+            return where
+        return f"at {self.grouping.short_name(consumer)}.{loop}"
+
+    def _group_placements(self, gid: str, placements: dict[str, str]) -> str:
+        kinds = Counter("at" if placements.get(s, "").startswith("at ") else placements.get(s, "") for s in self.grouping.groups[gid])
+        return " · ".join(f"{n} {k}" for k, n in kinds.most_common() if k)
+
+    # --- groups -----------------------------------------------------------------------
+    def group_of(self, stage: str) -> str | None:
+        """The group `stage` is drawn in while grouping is on, else None."""
+        return self.grouping.of.get(stage) if self.grouped else None
+
+    def set_grouped(self, on: bool) -> None:
+        """Turn grouping on (every group collapsed) or off (every stage its own node)."""
+        on = on and bool(self.grouping)
+        if on != self.grouped and self.pipeline is not None:
+            self.grouped, self.expanded = on, set()
+            self._rebuild()
+
+    def expand_group(self, gid: str, center: bool = True) -> None:
+        if self.grouped and gid in self.grouping.groups and gid not in self.expanded:
+            self.expanded.add(gid)
+            self._rebuild()
+            if center:
+                self.centerOn(self.frames[gid])
+
+    def collapse_group(self, gid: str) -> None:
+        if gid in self.expanded:
+            self.expanded.discard(gid)
+            self._rebuild()
+            self.centerOn(self.groups[gid])
+
+    def set_all_expanded(self, expanded: bool) -> None:
+        if self.grouped:
+            self.expanded = set(self.grouping.groups) if expanded else set()
+            self._rebuild()
 
     # --- selection --------------------------------------------------------------------
     def selected_stage(self) -> str | None:
@@ -333,9 +237,13 @@ class GraphView(QGraphicsView):
         return items[0].name if items else None
 
     def select_stage(self, name: str | None, center: bool = True) -> None:
-        """Show `name` selected (without emitting) and scroll it into view."""
+        """Show `name` selected (without emitting) and scroll it into view; a stage inside a
+        collapsed group expands the group first."""
         if name == self.selected_stage():
             return
+        gid = self.group_of(name or "")
+        if gid is not None and gid not in self.expanded:
+            self.expand_group(gid, center=False)
         self._syncing = True
         try:
             self.scene().clearSelection()
@@ -365,7 +273,7 @@ class GraphView(QGraphicsView):
         q = text.strip().lower()
         if not q:
             return None
-        stages = [n for n, i in self.nodes.items() if i.kind != "input"]
+        stages = [st.name for st in self.pipeline.stages] if self.pipeline else []  # also those in collapsed groups
         match = next((n for n in stages if n.lower() == q), None) or next((n for n in stages if q in n.lower()), None)
         if match is None:
             return None
@@ -391,8 +299,10 @@ class GraphView(QGraphicsView):
         self.scale(factor, factor)
 
     @Slot()
-    def fit(self) -> None:
-        """Whole graph in view, but never magnified past 1:1 (a three-node graph stays small)."""
+    def fit(self, readable: bool = False) -> None:
+        """Whole graph in view, but never magnified past 1:1 (a three-node graph stays small).
+        `readable`: never shrunk below READABLE_ZOOM either (node names stay legible), showing
+        the graph's start (a freshly opened long model: its inputs, not a row of specks)."""
         rect = self.scene().sceneRect()
         if rect.isEmpty():
             return
@@ -400,13 +310,62 @@ class GraphView(QGraphicsView):
         if self.zoom() > 1.0:
             self.set_zoom(1.0)
             self.centerOn(rect.center())
+        elif readable and self.zoom() < READABLE_ZOOM:
+            self.set_zoom(READABLE_ZOOM)
+            seen = self.mapToScene(self.viewport().rect()).boundingRect()
+            self.centerOn(rect.left() + seen.width() / 2, rect.center().y())
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802  # Qt override
         # Only a press on a stage reaches the scene: elsewhere (background, inputs, edges)
         # it just pans, and the selection the other panels follow survives the drag.
         item = self.itemAt(event.position().toPoint())
-        self.setInteractive(isinstance(item, NodeItem) and item.kind != "input")
+        self.setInteractive(isinstance(item, NodeItem) and item.kind not in ("input", "group"))
         super().mousePressEvent(event)
+
+    def _target(self, pos: QPoint) -> QGraphicsItem | None:
+        """The node, group or group outline at a viewport position (edges are looked through)."""
+        return next((i for i in self.items(pos) if isinstance(i, (NodeItem, GroupFrame))), None)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802  # Qt override
+        item = self._target(event.position().toPoint())
+        if isinstance(item, GroupItem):
+            self.expand_group(item.name)
+        elif isinstance(item, GroupFrame):
+            self.collapse_group(item.name)
+        else:
+            super().mouseDoubleClickEvent(event)
+            return
+        event.accept()
+
+    def context_menu(self, pos: QPoint) -> QMenu:
+        """The menu at a viewport position: expand or collapse the group there, every group,
+        and grouping itself on or off."""
+        menu = QMenu(self)
+        item = self._target(pos)
+        gid = None
+        if isinstance(item, (GroupItem, GroupFrame)):
+            gid = item.name
+        elif isinstance(item, NodeItem):
+            gid = self.group_of(item.name)
+        if isinstance(item, GroupItem):
+            menu.addAction(f"Expand “{item.label}”", lambda: self.expand_group(item.name))
+        elif gid is not None and gid in self.expanded:
+            menu.addAction(f"Collapse “{self.grouping.labels[gid]}”", lambda: self.collapse_group(gid))
+        if self.grouped:
+            menu.addAction("Expand all groups", lambda: self.set_all_expanded(True))
+            menu.addAction("Collapse all groups", lambda: self.set_all_expanded(False))
+        menu.addSeparator()
+        act = menu.addAction("Group stages by layer")
+        act.setCheckable(True)
+        act.setChecked(self.grouped)
+        act.setEnabled(bool(self.grouping))
+        act.setToolTip("One node per layer of an imported model (from its module paths)")
+        act.toggled.connect(self.set_grouped)
+        menu.addAction("Fit (F)", self.fit)
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802  # Qt override
+        self.context_menu(event.pos()).exec(event.globalPos())
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802  # Qt override
         super().mouseReleaseEvent(event)

@@ -48,3 +48,31 @@ def synthetic_pipeline(n_stages: int = 500, lanes: int = 8, size: int = 32, seed
     if acc == inp:
         acc = b.activation(name("relu"), inp, "relu")
     return b.build([acc])
+
+
+def synthetic_model(stages_per_block: tuple[int, ...] = (3, 4, 8, 3), size: int = 16) -> Pipeline:
+    """A ResNet-shaped chain with the module paths an imported model records
+    (`source["scopes"]`, e.g. 'layer2/layer2.1/conv'): stages `layerK.J` blocks per stage of
+    the network, each a padded 3x3 stencil, a scale, a residual add and a relu (5 stages),
+    after a 2-stage stem and before a 1-stage head. For trying (and testing) grouping."""
+    b = Builder(f"synthetic_model{sum(stages_per_block)}", f"synthetic ResNet-shaped chain of {sum(stages_per_block)} blocks")
+    scopes: dict[str, str] = {}
+    x = b.input("input", (size, size), 0.0, 1.0)
+    x = b.scale("stem_conv", x, 0.5)
+    x = b.activation("stem_relu", x, "relu")
+    scopes.update(stem_conv="conv1", stem_relu="relu")
+    for k, blocks in enumerate(stages_per_block, 1):
+        for j in range(blocks):
+            scope, pre = f"layer{k}/layer{k}.{j}", f"layer{k}_layer{k}_{j}"
+            pad = b.pad(f"{pre}_conv_pad", x, 1)
+            conv = b.stencil(f"{pre}_conv", pad, [((dy, dx), 1 / 9) for dy in range(3) for dx in range(3)])
+            sc = b.scale(f"{pre}_bn", conv, 0.9)
+            add = b.add(f"{pre}_add", sc, x)
+            out = b.activation(f"{pre}_relu", add, "relu")
+            scopes.update({pad: f"{scope}/conv", conv: f"{scope}/conv", sc: f"{scope}/bn", add: scope, out: f"{scope}/relu"})
+            x = out
+    head = b.scale("fc", x, 2.0)
+    scopes[head] = "fc"
+    p = b.build([head])
+    p.source = {"kind": "synthetic", "scopes": scopes}
+    return p

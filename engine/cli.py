@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import api, cli_costmodel, cli_search, zoo
+from .bench_import import add_parser as add_bench_import_parser
 from .bench_models import add_parser as add_bench_models_parser
 from .bench_search import add_parser as add_bench_search_parser
 from .database import Database
@@ -93,6 +94,7 @@ def parser() -> argparse.ArgumentParser:
     bp.add_argument("--min-time", type=float, default=0.5)
     bp.add_argument("--out", help="also write the JSON result to this file")
     add_bench_models_parser(bsub)
+    add_bench_import_parser(bsub)
     add_bench_search_parser(bsub)
     cli_costmodel.register(sub)
     cli_search.register(sub)
@@ -235,6 +237,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .bench_models import bench_models  # noqa: PLC0415
 
         result = bench_models(args)
+    elif args.bench == "import":
+        from .bench_import import bench_import  # noqa: PLC0415
+
+        result = bench_import(args)
     elif args.bench == "search":
         from .bench_search import bench_search  # noqa: PLC0415
 

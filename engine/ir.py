@@ -26,6 +26,9 @@ RESERVED_NAMES = frozenset(
     "free hypot log log10 log1p log2 malloc memcpy memset pow printf round sin sinh sqrt tan tanh trunc".split()
 )
 SOURCE_PATH_KEYS = ("model", "weights")
+# Not part of the content hash either: file locations, and display-only metadata (each
+# stage's module path in the imported model, for grouping the graph).
+SOURCE_UNHASHED_KEYS = (*SOURCE_PATH_KEYS, "scopes")
 FORMAT_VERSION = 1
 BYTES_PER_ELEMENT = 4  # every buffer is float32
 
@@ -226,8 +229,25 @@ class Pipeline:
     def producers(self, name: str) -> list[str]:
         return [p for p in self.graph.predecessors(name) if p in self.stage_map]
 
-    def downstream(self, name: str) -> set[str]:
-        return nx.descendants(self.graph, name)
+    def downstream(self, name: str) -> frozenset[str]:
+        """Everything computed from `name` (memoized: validation and the loop-nest model ask
+        per stage and per directive, which was quadratic on a ResNet-50)."""
+        memo = self.__dict__.setdefault("_downstream_memo", {})
+        if name not in memo:
+            memo[name] = frozenset(nx.descendants(self.graph, name))
+        return memo[name]
+
+    def upstream(self, name: str) -> frozenset[str]:
+        """Everything `name` is computed from (memoized like `downstream`)."""
+        memo = self.__dict__.setdefault("_upstream_memo", {})
+        if name not in memo:
+            memo[name] = frozenset(nx.ancestors(self.graph, name))
+        return memo[name]
+
+    @cached_property
+    def stage_order(self) -> list[str]:
+        """Stage names in a topological order (networkx's, computed once)."""
+        return [n for n in nx.topological_sort(self.graph) if n in self.stage_map]
 
     # --- validation ------------------------------------------------------------
     def validate(self) -> None:
@@ -343,7 +363,7 @@ class Pipeline:
         body.pop("name")
         body.pop("description")
         # Files may move; their content (recorded as a digest) is what counts.
-        body["source"] = {k: v for k, v in self.source.items() if k not in SOURCE_PATH_KEYS}
+        body["source"] = {k: v for k, v in self.source.items() if k not in SOURCE_UNHASHED_KEYS}
         return canonical_hash(body)
 
 

@@ -12,8 +12,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, access_box
@@ -62,6 +60,7 @@ class LoopNest:
     schedule: Schedule
     placements: dict[str, Placement]
     roots: list[Node]
+    computed_at: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (consumer, loop) -> producers
 
     def render(self) -> str:
         return self.render_with_spans()[0]
@@ -110,7 +109,22 @@ class LoopNest:
 
 
 def build(p: Pipeline, sched: Schedule) -> LoopNest:
-    validate(p, sched)
+    pl = placements(p, sched)
+    nest = LoopNest(p, sched, pl, [])
+    for n in _topo(p):  # producers computed at each (consumer, loop), in order: one pass, not one per loop
+        if pl[n].compute == "at":
+            nest.computed_at.setdefault(pl[n].at, []).append(n)  # type: ignore[arg-type]
+    nest.roots = [_produce(nest, n) for n in _topo(p) if pl[n].compute == "root"]
+    return nest
+
+
+def placements(p: Pipeline, sched: Schedule, check: bool = True, only: frozenset[str] | None = None) -> dict[str, Placement]:
+    """Every stage's placement (the loop nest without its pseudo-code); `check=False` skips
+    validation, for a caller that has just validated the schedule itself. `only`: loops and
+    regions for these stages alone (a stage's depend on its consumers' only: pass a set
+    closed under consumers), the others get their kind of placement."""
+    if check:
+        validate(p, sched)
     pl: dict[str, Placement] = {}
     for s in p.stages:
         c = sched.of(s.name).compute()
@@ -125,8 +139,8 @@ def build(p: Pipeline, sched: Schedule) -> LoopNest:
             if pl[prod].compute == "inline":
                 pl[prod].inlined_into.append(s.name)
     # Consumers before producers: a compute_at region depends on the consumer's loops.
-    for name in reversed(list(nx.topological_sort(p.graph))):
-        if name not in pl:
+    for name in reversed(_topo(p)):
+        if only is not None and name not in only:
             continue
         place = pl[name]
         s = p.stage(name)
@@ -149,13 +163,11 @@ def build(p: Pipeline, sched: Schedule) -> LoopNest:
             cons, loop = place.store
             idx = [lp.name for lp in pl[cons].loops].index(loop)
             place.allocation = _region_needed(p, pl, name, cons, idx)
-    nest = LoopNest(p, sched, pl, [])
-    nest.roots = [_produce(nest, n) for n in _topo(p) if pl[n].compute == "root"]
-    return nest
+    return pl
 
 
 def _topo(p: Pipeline) -> list[str]:
-    return [n for n in nx.topological_sort(p.graph) if n in p.stage_map]
+    return p.stage_order
 
 
 def substitute_inlined(p: Pipeline, is_inlined: Callable[[str], bool], e: E.Expr) -> E.Expr:
@@ -234,9 +246,8 @@ def _loops_node(nest: LoopNest, name: str, loops: list[L.Loop], body: str) -> No
     for lp in reversed(loops):
         n = Node("loop", name, f"{KIND_PREFIX[lp.kind]} {lp.name} in [0, {lp.extent}):")
         if final:
-            for prod in _topo(nest.pipeline):
-                if nest.placements[prod].compute == "at" and nest.placements[prod].at == (name, lp.name):
-                    n.children.append(_produce(nest, prod))
+            for prod in nest.computed_at.get((name, lp.name), []):
+                n.children.append(_produce(nest, prod))
         n.children.append(inner)
         inner = n
     return inner

@@ -83,6 +83,13 @@ class ImportResult:
 
 
 # --- names and files ----------------------------------------------------------------
+def onnx_scope(node_name: str) -> str:
+    """Module path of an exported node: '/layer1/layer1.0/conv1/Conv' -> 'layer1/layer1.0/conv1'
+    (the last part is the operator); '' for a name without a path."""
+    parts = [x for x in node_name.split("/") if x]
+    return "/".join(parts[:-1]) if "/" in node_name else ""
+
+
 def sanitize(name: str, fallback: str = "t") -> str:
     """An identifier from a graph name: '/layer1/0/conv1/Conv_output_0' -> 'layer1_0_conv1_Conv_output_0'."""
     s = re.sub(r"[^0-9A-Za-z_]+", "_", name).strip("_")
@@ -109,30 +116,40 @@ def default_weights_dir() -> Path:
 def write_weights(arrays: dict[str, np.ndarray], directory: Path, stem: str) -> tuple[Path, str]:
     """Write an .npz (readable by np.load with allow_pickle=False) byte-for-byte reproducibly:
     sorted names and fixed zip timestamps, so the file's sha256 identifies its content. The
-    write is atomic (temp file + rename): concurrent imports of one model are harmless."""
+    write is atomic (temp file + rename): concurrent imports of one model are harmless.
+    Arrays stream straight into the file (a ResNet-50 has 100 MB of weights: no copies in memory)."""
     directory.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
-        for name in sorted(arrays):
-            arr = np.ascontiguousarray(arrays[name])
-            if arr.dtype == object:
-                raise ModelImportError(f"weight {name!r} is not a numeric array")
-            body = io.BytesIO()
-            np.lib.format.write_array(body, arr, allow_pickle=False)
-            zf.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), body.getvalue())
-    data = buf.getvalue()
-    digest = hashlib.sha256(data).hexdigest()
     path = directory / f"{stem}.npz"
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        with os.fdopen(fd, "w+b") as fh:
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+                for name in sorted(arrays):
+                    _write_npy(zf, name, arrays[name])
+            fh.flush()
+            fh.seek(0)
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a weights file is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path.resolve(), digest
+
+
+def _write_npy(zf: zipfile.ZipFile, name: str, arr: np.ndarray) -> None:
+    """One member `name.npy`, the same bytes as `zf.writestr(info, <.npy bytes>)` would write."""
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == object:
+        raise ModelImportError(f"weight {name!r} is not a numeric array")
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
+    info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zf.compression
+    info.file_size = head.tell() + arr.nbytes
+    with zf.open(info, "w") as dest:
+        dest.write(head.getvalue())
+        dest.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
 
 
 # --- the tensor-level layer ------------------------------------------------------------------
@@ -147,6 +164,15 @@ class Emitter:
         self._const_inputs: dict[int, str] = {}
         self._const_names: dict[int, str] = {}  # id(array) -> the graph's name for it
         self._keep: list[np.ndarray] = []  # keeps constants alive so their ids stay unique
+        # Stage -> module path of the graph node it came from ('layer1/layer1.0/conv1'): the
+        # app groups a large graph's stages by it. Display only: not part of the content hash.
+        self.scopes: dict[str, str] = {}
+
+    def scoped(self, scope: str, start: int) -> None:
+        """The stages added since there were `start` came from a node in module path `scope`."""
+        if scope:
+            for s in self.b.stages[start:]:
+                self.scopes[s.name] = scope
 
     def name(self, hint: str) -> str:
         s = sanitize(hint)
@@ -177,7 +203,7 @@ class Emitter:
         arr = np.asarray(v)
         if arr.dtype.kind not in "fiub":
             raise Unsupported(f"constant of type {arr.dtype} used as a tensor")
-        arr = arr.astype(np.float32).reshape(arr.shape or (1,))
+        arr = arr.astype(np.float32, copy=False).reshape(arr.shape or (1,))  # no copy of float32 weights (100 MB for a ResNet-50)
         name = self.b.input(self.name(hint), arr.shape, weight=True)
         self.weights[name] = arr
         self._const_inputs[id(v)] = name
@@ -309,10 +335,11 @@ def fold_batchnorm(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Conv weights and bias with an inference batch norm applied (computed in float64)."""
     scale = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
-    w2 = np.asarray(w, np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))
+    # Multiplied in float64 and rounded once to float32, chunk by chunk (no float64 copy of the weights).
+    w2 = np.multiply(w, scale.reshape(-1, *([1] * (w.ndim - 1))), out=np.empty(w.shape, np.float32), dtype=np.float64, casting="same_kind")
     b0 = np.zeros(w.shape[0]) if b is None else np.asarray(b, np.float64)
     b2 = (b0 - np.asarray(mean, np.float64)) * scale + np.asarray(beta, np.float64)
-    return w2.astype(np.float32), b2.astype(np.float32)
+    return w2, b2.astype(np.float32)
 
 
 def bn_scale_shift(gamma: Any, beta: Any, mean: Any, var: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,8 @@ on the original file (engine/reference.py), named in `pipeline.source`.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,8 +29,8 @@ from .common import (
     Value,
     default_weights_dir,
     fold_batchnorm,
+    onnx_scope,
     sanitize,
-    sha256_file,
     write_weights,
 )
 from .onnx_ops import HANDLERS, Ctx, Node
@@ -37,6 +39,7 @@ from .onnx_ops import HANDLERS, Ctx, Node
 SHAPE_OPS = ("Shape", "Size")
 # Never folded: their value is not a function of their inputs.
 NONDETERMINISTIC = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+SMALL_INITIALIZER = 4096  # elements: larger initializers are weights, not shape arithmetic
 _MISSING = object()  # an output a handler did not produce (e.g. a pooling's Indices)
 _POISON = object()  # downstream of an unsupported node: skipped, not reported again
 
@@ -45,13 +48,11 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
     """Import an .onnx file; weights go to an .npz in `weights_dir` (default: the user cache)."""
     t0 = time.perf_counter()
     path = Path(path).expanduser().resolve()
-    model = _load(path)
+    model, model_sha, light = _load(path)
     graph = model.graph
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    types = _infer(model, path)
-    from onnx import numpy_helper  # noqa: PLC0415
-
-    env: dict[str, Any] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    types = _infer(light, path)
+    env: dict[str, Any] = _initializers(graph, path)
     em = Emitter(sanitize(path.stem, "model"), f"imported from {path.name}")
     input_names: dict[str, str] = {}
     for vi in graph.input:
@@ -75,7 +76,6 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
             raise ModelImportError(f"{path}: graph output {o.name!r} is an output the importer does not produce")
         outputs.append((o.name, env[o.name]))
     pipeline, out_names = em.finish(outputs)
-    model_sha = sha256_file(path)
     source: dict[str, Any] = {
         "kind": "onnx",
         "model": str(path),
@@ -90,6 +90,8 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
         )
         source.update(weights=str(wpath), weights_sha256=wsha)
         weights_info.update(path=str(wpath), sha256=wsha)
+    if em.scopes:
+        source["scopes"] = em.scopes
     pipeline.source = source
     report = ImportReport(
         stages=len(pipeline.stages),
@@ -150,29 +152,51 @@ def _map(node: Node, ins: list[Any], em: Emitter, opset: int, graph_outputs: set
     hint = node.outputs[0] if node.outputs and node.outputs[0] in graph_outputs else node.hint
     for i, v in zip(node.inputs, ins):
         em.name_const(v, i)  # weight inputs are named after their initializers
+    start = len(em.b.stages)
     outs = HANDLERS[node.op](Ctx(em, opset, hint), node, ins)
+    em.scoped(onnx_scope(node.name), start)
     em.mapped[node.op] += 1
     return outs
 
 
 # --- loading and checking ---------------------------------------------------------------
-def _load(path: Path) -> Any:
+def _initializers(graph: Any, path: Path) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper  # noqa: PLC0415
+
+    out = {}
+    for t in graph.initializer:
+        try:
+            out[t.name] = numpy_helper.to_array(t)
+        except Exception as exc:  # noqa: BLE001  # the checker saw the weights' shapes, not their data
+            raise ModelImportError(f"{path}: initializer {t.name!r} is malformed ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def _load(path: Path) -> tuple[Any, str, Any]:
+    """The model, the file's sha256 (the file is read once for both) and the model without
+    its weights, checked (the checker and shape inference would otherwise each serialize
+    and parse all of a ResNet-50's 100 MB again; the weights are checked as they convert)."""
     import onnx  # noqa: PLC0415
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data  # noqa: PLC0415
 
     if not path.is_file():
         raise ModelImportError(f"{path}: no such file")
+    data = path.read_bytes()
     try:
-        model = onnx.load(str(path))
+        model = onnx.load_model_from_string(data)
+        if any(uses_external_data(t) for t in model.graph.initializer):
+            load_external_data_for_model(model, str(path.parent))
     except Exception as exc:  # noqa: BLE001  # protobuf raises several types for a bad file
         why = f"{type(exc).__name__}: {exc}"
         raise ModelImportError(f"{path}: not a readable ONNX model ({why}); truncated, or not an ONNX file?") from None
     if not model.graph.node and not model.graph.output:
         raise ModelImportError(f"{path}: not an ONNX model (no graph: empty, truncated or another file type)")
+    light = _without_weights(model)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(light)
     except Exception as exc:  # noqa: BLE001
         raise ModelImportError(f"{path}: invalid ONNX model: {str(exc).strip().splitlines()[0]}") from None
-    return model
+    return model, hashlib.sha256(data).hexdigest(), light
 
 
 def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
@@ -191,6 +215,25 @@ def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
             continue
         out[vi.name] = (tt.elem_type, [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim])
     return out
+
+
+def _without_weights(model: Any) -> Any:
+    """The model with its large initializers as typed graph inputs: shape inference needs their
+    shapes, not their values (small ones, such as Reshape's shape, stay for data propagation),
+    and a model with 100 MB of weights is otherwise serialized for it."""
+    from onnx import helper  # noqa: PLC0415
+
+    g = model.graph
+    big = [t for t in g.initializer if math.prod(t.dims) > SMALL_INITIALIZER]
+    if not big:
+        return model
+    declared = {i.name for i in g.input}
+    inputs = list(g.input) + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in big if t.name not in declared]
+    small = [t for t in g.initializer if math.prod(t.dims) <= SMALL_INITIALIZER]
+    graph = helper.make_graph(list(g.node), g.name, inputs, list(g.output), small, value_info=list(g.value_info))
+    light = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    light.functions.extend(model.functions)
+    return light
 
 
 def _static_shape(vi: Any, path: Path) -> tuple[int, ...]:

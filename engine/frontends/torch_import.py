@@ -83,6 +83,8 @@ def import_torch(
     digest = hashlib.sha256(b"".join(a.tobytes() for _, a in sorted(arrays.items()))).hexdigest()
     wpath, wsha = write_weights(arrays, Path(weights_dir) if weights_dir else default_weights_dir(), f"{name}-{digest[:16]}")
     pipeline.source = {"kind": "torch", "module": cls, "weights": str(wpath), "weights_sha256": wsha}
+    if em.scopes:
+        pipeline.source["scopes"] = em.scopes
     report = ImportReport(
         stages=len(pipeline.stages),
         inputs=[{"name": n, "shape": list(pipeline.shape_of(n))} for n in input_names],
@@ -136,7 +138,9 @@ def _convert(
                 folded[_kind(node)] += 1
         else:
             try:
+                start = len(em.b.stages)
                 env[node] = _map(gm, node, args, kwargs, em, params, folds, out_hints.get(node, node.name))
+                em.scoped(_scope(node), start)
             except Unsupported as exc:
                 unsupported.append({"op": _kind(node), "node": node.name, "reason": str(exc)})
                 env[node] = _POISON
@@ -163,6 +167,12 @@ def _map(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs: Any, 
     a = Args(em, hint, tuple(args), dict(kwargs), module, target, folds.get(node), param)
     em.mapped[_kind(node)] += 1
     return handler(a)
+
+
+def _scope(node: torch.fx.Node) -> str:
+    """The node's module path ('layer1/layer1.0/layer1.0.conv1'), from what fx records while tracing."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return "/".join(str(v[0]) if isinstance(v, tuple) else str(k).split("@")[0] for k, v in stack.items())
 
 
 def _handler(gm: torch.fx.GraphModule, node: torch.fx.Node) -> Any:

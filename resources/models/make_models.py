@@ -2,6 +2,9 @@
 
     .venv/bin/python resources/models/make_models.py
 
+ResNet-50 (`ResNet50`, `export_resnet50`) is defined here too but never written to this
+folder (about 100 MB of weights): `bench import` exports it to a temp dir when it runs.
+
 Each model is a small, realistic building block of a well-known network, exported with the
 TorchScript-based exporter (opset 17, static shapes). The convolutional models are exported
 in TrainingMode.PRESERVE from eval mode, so their BatchNormalization nodes stay in the file
@@ -104,6 +107,54 @@ class EncoderLayer(nn.Module):
         return x + self.fc2(self.act(self.fc1(self.ln2(x))))
 
 
+class Bottleneck(nn.Module):
+    """ResNet-50's bottleneck: 1x1 reduce, 3x3 (stride here, as in torchvision), 1x1 expand (x4), each with BN;
+    projection shortcut (1x1 conv + BN) where the shape changes."""
+
+    def __init__(self, cin: int, mid: int, stride: int) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv2, self.bn2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv3, self.bn3 = nn.Conv2d(mid, mid * 4, 1, bias=False), nn.BatchNorm2d(mid * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or cin != mid * 4:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, mid * 4, 1, stride, bias=False), nn.BatchNorm2d(mid * 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 (torchvision's layout and module names, no torchvision): stem, 3-4-6-3
+    bottlenecks, global average pool, fc. `width` is the stem's channels (64 in the real
+    network); a smaller width keeps the graph (53 convs, ~170 stages after BN folding) with
+    fewer weights."""
+
+    def __init__(self, width: int = 64, classes: int = 1000) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin, layers = width, []
+        for k, (blocks, stride) in enumerate(((3, 1), (4, 2), (6, 2), (3, 2))):
+            mid = width * 2**k
+            layers.append(nn.Sequential(*[Bottleneck(cin if b == 0 else mid * 4, mid, stride if b == 0 else 1) for b in range(blocks)]))
+            cin = mid * 4
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
 def _randomize_bn(m: nn.Module, g: torch.Generator) -> None:
     for bn in m.modules():
         if isinstance(bn, nn.BatchNorm2d):
@@ -124,13 +175,22 @@ MODELS = {
 
 def export(name: str, out_dir: Path = HERE) -> Path:
     cls, shape = MODELS[name]
+    torch.manual_seed(0)  # the weights' initialization: before the model is built
+    return _export(cls(), shape, out_dir / f"{name}.onnx")
+
+
+def export_resnet50(path: Path, size: int = 224, width: int = 64) -> Path:
+    """ResNet-50 at 1x3xSIZExSIZE, random weights, BN kept in the file (as `export` does)."""
     torch.manual_seed(0)
+    return _export(ResNet50(width), (1, 3, size, size), Path(path))
+
+
+def _export(model: nn.Module, shape: tuple[int, ...], path: Path) -> Path:
     g = torch.Generator().manual_seed(1)
-    model = cls().eval()
+    model = model.eval()
     _randomize_bn(model, g)
     x = torch.randn(*shape, generator=g)
     keep_bn = any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
-    path = out_dir / f"{name}.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
