@@ -78,6 +78,7 @@ class SearchWorker(QObject):
             result = run_search(
                 req.pipeline, req.strategy, req.budget, req.seed, model=model, measure_fn=measure_function(runner, db),
                 progress=lambda pr: self._report(req.id, pr), cancel=self._cancel, pause=self._pause,
+                confirm=False,  # the table shows each candidate's own measurement; Apply + Measure re-times one
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001  # a failing strategy must reach the panel, not kill the thread
             error = f"{type(exc).__name__}: {exc}"

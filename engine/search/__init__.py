@@ -17,25 +17,35 @@ from ..ir import Pipeline
 from ..measure import Measurement, Runner
 from ..schedule import Schedule
 from .base import Budget, Cancelled, Progress, SearchContext, SearchResult, Trial
+from .beam import beam_search
+from .evolution import evolution_search
+from .greedy import greedy_search
+from .lamcts import lamcts_search
 from .online import OnlineCorrected
 from .simple import random_search
 
 __all__ = ["STRATEGIES", "Budget", "Cancelled", "Progress", "SearchContext", "SearchResult", "Trial", "run_search"]
 
 Strategy = Callable[[SearchContext], None]
-STRATEGIES: dict[str, Strategy] = {"random": random_search}
+STRATEGIES: dict[str, Strategy] = {"greedy": greedy_search, "beam": beam_search, "random": random_search}
+STRATEGIES.update(lamcts=lamcts_search, evolution=evolution_search)
 
 # Measurement options for candidates: short, a few runs, no profile (ranking candidates does
 # not need the last percent; the final best can be re-measured with the full defaults).
 JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.1, "min_runs": 3, "warmup": 1, "profile": False, "timeout_s": 30.0}
 
 
-def runner_measure(runner: Runner, db: Database | None = None, **job_options: Any) -> Callable[[Pipeline, Schedule], Measurement]:
-    """A measure function over the engine runner (and the database cache, if given)."""
+def runner_measure(runner: Runner, db: Database | None = None, **job_options: Any) -> Callable[..., Measurement]:
+    """A measure function over the engine runner (and the database cache, if given); the
+    search passes each job's timeout (see SearchContext.timeout_s)."""
     from .. import api  # noqa: PLC0415
 
     opts = {**JOB_OPTIONS, **job_options}
-    return lambda p, s: api.measure(p, s, runner, db, **opts)
+
+    def measure(p: Pipeline, s: Schedule, timeout_s: float | None = None, force: bool = False) -> Measurement:
+        return api.measure(p, s, runner, db, force=force, **{**opts, **({"timeout_s": timeout_s} if timeout_s else {})})
+
+    return measure
 
 
 def run_search(
@@ -51,8 +61,10 @@ def run_search(
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     pause: threading.Event | None = None,
+    confirm: bool = True,
 ) -> SearchResult:
-    """Run `strategy` on `p` within `budget`; the best verified measurement wins."""
+    """Run `strategy` on `p` within `budget`; then (`confirm`) the fastest few verified
+    candidates are measured again and the best median wins (SearchContext.confirm)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown search strategy {strategy!r}; expected one of {', '.join(sorted(STRATEGIES))}")
     own = measure_fn is None and runner is None
@@ -71,9 +83,12 @@ def run_search(
         pause=pause,
     )
     try:
-        STRATEGIES[strategy](ctx)
-    except Cancelled:
-        pass
+        try:
+            STRATEGIES[strategy](ctx)
+        except Cancelled:
+            pass
+        if confirm and not (cancel is not None and cancel.is_set()):
+            ctx.confirm()
     finally:
         if own and runner is not None:
             runner.close()

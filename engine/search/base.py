@@ -13,8 +13,10 @@ or fails verification is recorded with its error and skipped: the search goes on
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,11 +25,11 @@ from typing import Any
 
 from ..costmodel import CostModel
 from ..ir import Pipeline
-from ..loopnest import build
 from ..measure import Measurement
 from ..schedule import Schedule
 
-MeasureFn = Callable[[Pipeline, Schedule], Measurement]
+MeasureFn = Callable[..., Measurement]  # (pipeline, schedule[, timeout_s=...]) -> Measurement
+MAX_TIMEOUT_S = 30.0
 
 
 class Cancelled(Exception):
@@ -68,11 +70,13 @@ class Trial:
     verified: bool
     error: str | None = None
     elapsed_s: float = 0.0  # since the search started
+    confirmed_ms: float | None = None  # median of this and the confirming re-measurements (top candidates only)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index, "schedule_hash": self.schedule.content_hash(), "predicted_ms": self.predicted_ms,
             "measured_ms": self.measured_ms, "verified": self.verified, "error": self.error, "elapsed_s": round(self.elapsed_s, 3),
+            "confirmed_ms": self.confirmed_ms,
         }  # fmt: skip
 
 
@@ -123,6 +127,8 @@ class SearchContext:
         self.p, self.model, self.budget, self.seed, self.strategy = p, model, budget, seed, strategy
         self.rng = random.Random(seed)
         self._measure_fn, self._progress = measure_fn, progress
+        params = inspect.signature(measure_fn).parameters
+        self._timeout_kw, self._force_kw = "timeout_s" in params, "force" in params
         self._cancel, self._pause = cancel or threading.Event(), pause
         self._clock = clock
         self.t0 = clock()
@@ -160,6 +166,12 @@ class SearchContext:
         if self.time_left() <= 0:
             raise Cancelled("out of wall time")
 
+    def timeout_s(self) -> float:
+        """Seconds a candidate's job may take (compile, verify, time): a candidate far slower
+        than the best so far is killed early instead of eating the wall budget."""
+        base = MAX_TIMEOUT_S if self.best is None else min(MAX_TIMEOUT_S, 10.0 + 0.05 * float(self.best.measured_ms or 0.0))
+        return max(1.0, min(base, self.time_left() + 5.0))
+
     # --- model -----------------------------------------------------------------------------
     def predict(self, scheds: Sequence[Schedule]) -> list[float]:
         """The model's predicted ms of each schedule (cached by schedule hash). A schedule
@@ -171,8 +183,8 @@ class SearchContext:
             h = s.content_hash()
             self.seen.add(h)
             if h not in self.predicted:
-                try:
-                    v = float(self.model.predict(self.p, s, build(self.p, s)).total_ms)
+                try:  # no nest passed: models build it only on their own cache misses
+                    v = float(self.model.predict(self.p, s).total_ms)
                 except Exception:  # noqa: BLE001  # an unbuildable candidate is just a bad one
                     v = math.inf
                 self.predicted[h] = v if math.isfinite(v) and v > 0 else math.inf
@@ -202,7 +214,7 @@ class SearchContext:
             self.check()
             pred = self.predict([s])[0]
             t = time.perf_counter()
-            m = self._measure_fn(self.p, s)
+            m = self._measure_fn(self.p, s, **({"timeout_s": self.timeout_s()} if self._timeout_kw else {}))
             self.measure_s += time.perf_counter() - t
             ok = bool(m.ok and m.verified and m.median_ms is not None)
             err = None if ok else (m.error or "not verified")
@@ -219,6 +231,28 @@ class SearchContext:
             self._report(trial)
             out.append(trial)
         return out
+
+    def confirm(self, k: int = 3, repeats: int = 2) -> None:
+        """Measure the `k` fastest verified candidates `repeats` more times and rank them by
+        the median: a search's best is otherwise the minimum of single short measurements,
+        which on a noisy machine picks lucky runs. Not counted against the trial budget (the
+        compiled code is cached by the worker, so this is timing only)."""
+        if not self._force_kw:
+            return
+        top = sorted((t for t in self.trials if t.verified), key=lambda t: t.measured_ms)[:k]  # type: ignore[arg-type, return-value]
+        for t in top:
+            ms = [t.measured_ms]
+            for _ in range(repeats):
+                if self._cancel.is_set():
+                    return
+                t0 = time.perf_counter()
+                m = self._measure_fn(self.p, t.schedule, force=True)
+                self.measure_s += time.perf_counter() - t0
+                ms.append(m.median_ms if m.ok and m.verified else math.inf)  # a candidate that fails now is not confirmed
+            t.confirmed_ms = statistics.median(ms)  # type: ignore[type-var]
+        best = min(top, key=lambda t: t.confirmed_ms, default=None)  # type: ignore[arg-type, return-value]
+        if best is not None and best.confirmed_ms is not None and math.isfinite(best.confirmed_ms):
+            self.best = best
 
     def _report(self, trial: Trial | None) -> None:
         if self._progress is None:
@@ -238,8 +272,9 @@ class SearchContext:
 
     def result(self) -> SearchResult:
         b = self.best
+        best_ms = (b.confirmed_ms or b.measured_ms) if b else None
         return SearchResult(
-            self.strategy, self.p.name, self.seed, b.schedule if b else None, b.measured_ms if b else None, b is not None,
-            self.elapsed(), self.model_s, self.measure_s, len(self.seen), list(self.trials), self.cancelled,
+            self.strategy, self.p.name, self.seed, b.schedule if b else None, best_ms, b is not None,
+            self.elapsed(), self.model_s, self.measure_s, len(self.seen), list(self.trials), self.cancelled or self._cancel.is_set(),
             getattr(self.model, "name", type(self.model).__name__),
         )  # fmt: skip

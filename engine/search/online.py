@@ -29,7 +29,11 @@ def _vector(nest: LoopNest) -> np.ndarray:
 
 
 class OnlineCorrected:
-    """`base`'s predictions, corrected by this search's measurements (see module doc)."""
+    """`base`'s predictions, corrected by this search's measurements (see module doc).
+
+    The base prediction and feature vector of each schedule are cached by schedule hash:
+    the search re-predicts everything after each measurement (the correction changed),
+    and that must not rebuild loop nests or re-run the base model."""
 
     def __init__(self, base: CostModel) -> None:
         self.base = base
@@ -37,33 +41,48 @@ class OnlineCorrected:
         self._vecs: list[np.ndarray] = []
         self._resid: list[float] = []
         self._h2 = 1.0
+        self._cache: dict[str, tuple[Prediction, LoopNest]] = {}
+        self._vec_cache: dict[str, np.ndarray] = {}
+
+    def _base(self, p: Pipeline, s: Schedule, nest: LoopNest | None) -> tuple[str, Prediction, LoopNest]:
+        h = s.content_hash()
+        if h not in self._cache:
+            nest = nest or build(p, s)
+            self._cache[h] = (self.base.predict(p, s, nest), nest)
+        return (h, *self._cache[h])
+
+    def _vector(self, h: str, nest: LoopNest) -> np.ndarray:
+        if h not in self._vec_cache:
+            self._vec_cache[h] = _vector(nest)
+        return self._vec_cache[h]
 
     def observe(self, p: Pipeline, s: Schedule, measured_ms: float) -> None:
-        nest = build(p, s)
-        pred = self.base.predict(p, s, nest).total_ms
-        if pred > 0 and measured_ms > 0 and math.isfinite(pred):
-            self._vecs.append(_vector(nest))
-            self._resid.append(math.log(measured_ms / pred))
+        h, pr, nest = self._base(p, s, None)
+        if pr.total_ms > 0 and measured_ms > 0 and math.isfinite(pr.total_ms):
+            self._vecs.append(self._vector(h, nest))
+            self._resid.append(math.log(measured_ms / pr.total_ms))
             if len(self._vecs) >= 2:  # bandwidth: the typical distance between measured schedules
                 v = np.stack(self._vecs)
                 pair = ((v[:, None, :] - v[None, :, :]) ** 2).mean(axis=2)
                 self._h2 = float(np.median(pair[np.triu_indices(len(v), 1)])) or 1.0
 
-    def correction(self, nest: LoopNest) -> float:
-        """The log-ratio to add to the base model's log prediction."""
+    def _correction(self, h: str, nest: LoopNest) -> float:
         if not self._resid:
             return 0.0
         r = np.asarray(self._resid)
         mean = float(r.mean())
         if len(r) < 2:
             return mean
-        v = np.stack(self._vecs)
-        d2 = ((v - _vector(nest)) ** 2).mean(axis=1)
+        d2 = ((np.stack(self._vecs) - self._vector(h, nest)) ** 2).mean(axis=1)
         w = np.exp(-d2 / self._h2)
         return mean + float((w * (r - mean)).sum() / (w.sum() + 1.0))  # +1: shrink toward the mean far from any measurement
 
+    def correction(self, p: Pipeline, s: Schedule) -> float:
+        """The log-ratio added to the base model's log prediction of (p, s)."""
+        h, _, nest = self._base(p, s, None)
+        return self._correction(h, nest)
+
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        nest = nest or build(p, s)
-        pr = self.base.predict(p, s, nest)
-        f = math.exp(self.correction(nest))
+        h, pr, nest = self._base(p, s, nest)
+        f = math.exp(self._correction(h, nest))
         return Prediction(self.name, pr.total_ms * f, {k: v * f for k, v in pr.stages.items()})

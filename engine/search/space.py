@@ -14,7 +14,7 @@ import random
 from .. import sampler
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
-from ..schedule import Schedule, ScheduleError, StageSchedule, validate
+from ..schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, StageSchedule, validate
 
 
 def order(p: Pipeline) -> list[str]:
@@ -37,6 +37,26 @@ def is_prefix(partial: Schedule, guide: Schedule | None) -> bool:
     return guide is not None and all(_key(v) == _key(guide.of(k)) for k, v in partial.stages.items())
 
 
+def follows_guide(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> bool:
+    """Does `partial` decide every stage downstream of `name` (its consumers, transitively) as
+    `guide` does? Then `name` has the same legal choices as in `guide` (a stage's location
+    and region depend on its downstream stages only), so `guide`'s decision of it is legal:
+    a cheaper, wider test than `is_prefix`, which needs every decided stage to agree."""
+    if guide is None:
+        return False
+    down = [c for c in p.downstream(name) if c in p.stage_map]
+    return all(c in partial.stages and _key(partial.stages[c]) == _key(guide.of(c)) for c in down)
+
+
+def guide_decision(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> StageSchedule | None:
+    """A copy of `guide`'s decision of stage `name` if it is legal after `partial`'s decisions
+    (`partial` follows the guide, or the decision passes the sampler's checks), else None."""
+    g = guide.stages.get(name) if guide is not None else None
+    if g is not None and (follows_guide(p, partial, name, guide) or is_prefix(partial, guide) or sampler._still_legal(p, partial, name, g)):
+        return _copy(g)
+    return None
+
+
 def stage_options(
     p: Pipeline, partial: Schedule, name: str, rng: random.Random, k: int, guide: Schedule | None = None
 ) -> list[StageSchedule]:
@@ -46,9 +66,9 @@ def stage_options(
     Deterministic given `rng`'s state."""
     out: list[StageSchedule] = []
     keys: set[str] = set()
-    g = guide.stages.get(name) if guide is not None else None
-    if g is not None and k > 0 and (is_prefix(partial, guide) or sampler._still_legal(p, partial, name, g)):
-        out.append(_copy(g))
+    g = guide_decision(p, partial, name, guide) if k > 0 else None
+    if g is not None:
+        out.append(g)
         keys.add(_key(g))
     for _ in range(4 * k):
         if len(out) >= k:
@@ -60,6 +80,52 @@ def stage_options(
     return out
 
 
+def options_at(p: Pipeline, partial: Schedule, name: str, rng: random.Random, k: int, locs: list[sampler.Location]) -> list[StageSchedule]:
+    """Up to `k` distinct legal decisions of stage `name` at the locations in `locs` that are
+    legal after `partial`, their loops sampled afresh (a coarse-to-fine search refines the
+    neighbourhood of earlier good decisions this way). Deterministic given `rng`'s state."""
+    legal = sampler.locations(p, partial, name)
+    places = [loc for loc in dict.fromkeys(locs) if loc in legal]
+    out: list[StageSchedule] = []
+    keys: set[str] = set()
+    for i, loc in enumerate(places):
+        if loc[0] == "inline":
+            cands = [StageSchedule(sampler._location_directives(loc))]
+        else:
+            want = -(-(k - len(out)) // (len(places) - i))  # an even share of what is left
+            extents, guard = sampler._context(p, partial, name, loc)
+            cands = []
+            for _ in range(3 * want):
+                lp = sampler.sample_loops(p, name, extents, loc[0] == "at", guard, rng)
+                cands.append(StageSchedule(sampler._location_directives(loc) + lp.pure, lp.update))
+                if len({_key(c) for c in cands}) >= want:
+                    break
+        for c in cands:
+            if _key(c) not in keys and len(out) < k:
+                out.append(c)
+                keys.add(_key(c))
+    return out
+
+
+def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule, rng: random.Random) -> StageSchedule | None:
+    """The legal decision nearest to `ref` (say a guide's decision that a changed consumer
+    made illegal): at `ref`'s location, or else at another loop of the same consumer, with
+    `ref`'s loop directives where they still fit, else loops sampled there. None when `ref`
+    was at a consumer where `name` can no longer be computed."""
+    loc = sampler._location_of(ref)
+    legal = sampler.locations(p, partial, name)
+    if loc not in legal:
+        same = [x for x in legal if x[0] == "at" and loc[0] == "at" and x[1] == loc[1]]
+        if not same:
+            return None
+        loc = rng.choice(same)
+    keep = [dict(d) for d in ref.pure if d["kind"] not in COMPUTE_KINDS + STORE_KINDS]
+    cand = StageSchedule(sampler._location_directives(loc) + keep, [dict(d) for d in ref.update])
+    if sampler._still_legal(p, partial, name, cand):
+        return cand
+    return (options_at(p, partial, name, rng, 1, [loc]) or [None])[0]
+
+
 def with_decision(partial: Schedule, name: str, ss: StageSchedule) -> Schedule:
     """A copy of `partial` with stage `name` decided as `ss`."""
     out = Schedule({k: _copy(v) for k, v in partial.stages.items()}, name=partial.name)
@@ -67,13 +133,22 @@ def with_decision(partial: Schedule, name: str, ss: StageSchedule) -> Schedule:
     return out
 
 
-def complete(p: Pipeline, partial: Schedule, rng: random.Random, guide: Schedule | None = None, name: str = "search") -> Schedule:
+def complete(
+    p: Pipeline, partial: Schedule, rng: random.Random, guide: Schedule | None = None, name: str = "search", explore: float = 0.0
+) -> Schedule:
     """`partial` with every undecided stage decided, in order: `guide`'s decision where it
-    is legal (see `stage_options`), else a random one from `rng`."""
+    is legal (see `stage_options`), else a random one from `rng`. With `explore` > 0, each
+    stage ignores the guide with that probability (a noisy rollout around the guide). A guide
+    decision made illegal by a changed consumer is repaired (`near_decision`) rather than
+    replaced by a random one: the completion stays the guide's policy."""
     out = Schedule({k: _copy(v) for k, v in partial.stages.items()}, name=name)
     for st in order(p):
         if st not in out.stages:
-            out.stages[st] = stage_options(p, out, st, rng, 1, guide)[0]
+            g = None if explore > 0 and rng.random() < explore else guide
+            d = guide_decision(p, out, st, g)
+            if d is None and g is not None and st in g.stages:
+                d = near_decision(p, out, st, g.stages[st], rng)
+            out.stages[st] = d if d is not None else stage_options(p, out, st, rng, 1)[0]
     validate(p, out)
     return out
 

@@ -1,0 +1,179 @@
+"""Greedy search guided by a learned value function (after Steiner, Cummins, He and Leather,
+"Value Function Based Performance Optimization of Deep Learning Workloads").
+
+A schedule is the sequence of per-stage decisions in `space.order(p)` (outputs back to
+inputs). One pass builds a schedule greedily: at each stage it draws K legal options
+(`space.stage_options`, the guide's decision first), scores each resulting partial
+schedule by the cost model's prediction of its guided completion, lets the value function
+(value.py) re-rank the best few, and keeps the best. The guide is the best schedule
+measured so far (the engine's heuristic schedule at first, measured before anything else),
+so every pass searches around the incumbent.
+
+Passes iterate as in the paper: the states a pass scores become training states, their
+targets come from noisy rollouts and from the measurements, V is refitted, and the next
+pass searches with the new V (and fresh random options). Each pass measures its final
+schedule and the best predicted alternatives it saw.
+
+A trust region keeps the model honest: a pass may leave the guide's decision at no more
+than `radius` stages (forced changes, where the guide's decision became illegal, do not
+count). A pass whose measurements beat the incumbent doubles the radius, one that does not
+halves it (as in TuRBO), so a model that keeps being wrong far from the incumbent is only
+trusted for small steps, and one that keeps being right takes whole greedy descents. When the proposal budget is spent, the
+remaining measurements go to the best predicted candidates not measured yet. The best
+verified measurement wins, so the result is never worse than the measured heuristic.
+
+Model time (everything but measuring) is bounded by a deterministic budget of evaluated
+completions, which keeps a 13-stage pipeline's search under about 10 s, and by MODEL_CAP_S.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..schedule import Schedule
+from .base import SearchContext, Trial
+from .space import _key, order, seed_schedule, stage_options, with_decision
+from .value import Completer, ValueFunction, prefix
+
+KIDS_PER_PASS = 72  # options per stage = this / stages, within [K_MIN, K_MAX]
+K_MIN, K_MAX = 4, 16
+TOP = 3  # children per step that V re-ranks (they become its training states)
+ROLLOUTS, EXPLORE = 1, 0.25  # noisy completions per training state; chance a stage leaves the guide
+ALTERNATIVES = 2  # measured per pass besides its final schedule
+EVAL_BUDGET = 320  # completions predicted in passes over the whole search (deterministic, unlike seconds)
+MODEL_CAP_S = 7.0  # model time after which a pass follows the guide and no new pass starts
+MIN_PASS_S = 1.0  # a pass starts only with this much of the cap left
+STALLS = 2  # passes in a row that measure nothing new end the passes
+RADIUS_START = 2  # stages a pass may change voluntarily at first (see the trust region)
+DISTINCT = 0.01  # measured candidates of one batch differ by at least this much in predicted time
+LEFTOVER_SHORTLIST, LEFTOVER_BATCH = 8, 2  # after the passes: re-predict the best few, measure the top ones
+
+Candidates = dict[str, tuple[float, Schedule]]  # schedule hash -> (predicted ms, schedule)
+
+
+def charge_proposals(ctx: SearchContext) -> None:
+    """Count everything the strategy did besides measuring as model time (proposing,
+    completing, featurizing, fitting), so `ctx.model_s` is the search's own cost."""
+    ctx.charge_model_time(max(0.0, ctx.elapsed() - ctx.measure_s - ctx.model_s))
+
+
+def measure_new(ctx: SearchContext, ranked: list[tuple[float, Schedule]], n: int) -> list[Trial]:
+    """Measure the first `n` (predicted ms, schedule) of `ranked` not measured yet, skipping
+    near-duplicates: a schedule predicted within DISTINCT of one already picked most likely
+    differs from it only in a stage that costs nothing (one measurement says as much)."""
+    seen, picked, new = set(), [], []
+    for ms, s in ranked:
+        h = s.content_hash()
+        if h in ctx.measured or h in seen or any(abs(ms - q) <= DISTINCT * q for q in picked):
+            continue
+        seen.add(h)
+        picked.append(ms)
+        new.append(s)
+        if len(new) >= n:
+            break
+    charge_proposals(ctx)
+    return ctx.measure(new) if new else []
+
+
+def options_per_stage(n_stages: int, per_pass: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, per_pass // max(1, n_stages)))
+
+
+def greedy_search(ctx: SearchContext) -> None:
+    """The strategy (see the module doc)."""
+    try:
+        _search(ctx)
+        ctx.check()  # a cancel that ended the loops (they test ctx.done()) is reported as one
+    finally:
+        charge_proposals(ctx)
+
+
+def _search(ctx: SearchContext) -> None:
+    p = ctx.p
+    seed = seed_schedule(p)
+    if seed is not None:
+        ctx.measure([seed])
+    vf, comp = ValueFunction(p), Completer(ctx)
+    k = options_per_stage(len(order(p)), KIDS_PER_PASS, K_MIN, K_MAX)
+    pool: Candidates = {}  # every completion predicted
+    evals, stalls, radius = 0, 0, RADIUS_START
+    while not ctx.done() and evals < EVAL_BUDGET and stalls < STALLS:
+        charge_proposals(ctx)
+        if ctx.model_s > MODEL_CAP_S - MIN_PASS_S:
+            break
+        guide = ctx.best.schedule if ctx.best is not None else seed
+        incumbent = ctx.best.measured_ms if ctx.best is not None else math.inf
+        final, cands, n = _pass(ctx, vf, comp, guide, k, radius, MODEL_CAP_S)
+        evals += n
+        pool.update(cands)
+        # The pass's answer first, then the best predicted schedules it saw.
+        ranked = [cands[final.content_hash()]] + sorted(cands.values(), key=lambda c: c[0])
+        trials = measure_new(ctx, ranked, 1 + ALTERNATIVES)
+        for t in trials:  # what the hardware said reaches every state the schedule extends
+            vf.add_completion(t.schedule, cands.get(t.schedule.content_hash(), (math.inf,))[0])
+        stalls = 0 if trials else stalls + 1
+        improved = ctx.best is not None and ctx.best.measured_ms < incumbent  # type: ignore[operator]
+        radius = min(len(order(p)), 2 * radius) if improved else max(1, radius // 2)
+        vf.fit(ctx)
+    _measure_leftovers(ctx, pool)
+
+
+def _pass(
+    ctx: SearchContext, vf: ValueFunction, comp: Completer, guide: Schedule | None, k: int, radius: int, cap_s: float
+) -> tuple[Schedule, Candidates, int]:
+    """One greedy descent leaving the guide at `radius` stages at most: (final schedule,
+    {hash: (predicted ms, completion)}, completions predicted). Past `cap_s` of model time
+    the remaining stages follow the guide."""
+    p = ctx.p
+    stages = order(p)
+    partial = Schedule(name="greedy")
+    cands: Candidates = {}
+    evals = changed = 0
+    for depth, st in enumerate(stages, 1):
+        charge_proposals(ctx)
+        if ctx.model_s > cap_s:  # slow predictions (e.g. deep inlining): stop exploring
+            partial = comp.complete(partial, guide)
+            cands[partial.content_hash()] = (ctx.predict([partial])[0], partial)
+            break
+        opts = stage_options(p, partial, st, ctx.rng, k, guide)
+        kids = [with_decision(partial, st, o) for o in opts]
+        comps = [comp.complete(kid, guide) for kid in kids]
+        preds = ctx.predict(comps)
+        evals += len(kids)
+        for c, v in zip(comps, preds):
+            cands[c.content_hash()] = (v, c)
+        best, best_v = 0, math.inf
+        for i in sorted(range(len(kids)), key=preds.__getitem__)[:TOP]:  # V re-ranks the model's best few
+            x = vf.features(comps[i], depth)
+            key = prefix(p, kids[i])
+            vf.add_state(key, x, comps[i], preds[i])
+            if depth < len(stages):
+                rolls = comp.rollouts(kids[i], guide, ROLLOUTS, EXPLORE)
+                for r, rv in zip(rolls, ctx.predict(rolls)):
+                    vf.add_completion(r, rv, only=key)
+                    cands[r.content_hash()] = (rv, r)
+                evals += len(rolls)
+            v = vf.value(x, preds[i])
+            if v < best_v:
+                best, best_v = i, v
+        # The guide's decision comes first when legal; outside the trust region it is the only choice.
+        follows = guide is not None and st in guide.stages and _key(opts[0]) == _key(guide.stages[st])
+        if follows and best != 0:
+            best, changed = (0, changed) if changed >= radius else (best, changed + 1)
+        partial = kids[best]
+    partial.name = "greedy"
+    return partial, cands, evals
+
+
+def _measure_leftovers(ctx: SearchContext, pool: Candidates) -> None:
+    """Spend the remaining measurements on the best predicted candidates (re-predicted with
+    the model as the measurements left it, while model time remains)."""
+    while not ctx.done():
+        left = sorted((c for h, c in pool.items() if h not in ctx.measured), key=lambda c: c[0])[:LEFTOVER_SHORTLIST]
+        if not left:
+            return
+        charge_proposals(ctx)
+        if ctx.model_s < MODEL_CAP_S:  # else the passes' predictions stand
+            left = sorted(zip(ctx.predict([s for _, s in left]), [s for _, s in left]), key=lambda c: c[0])
+        if not measure_new(ctx, left, LEFTOVER_BATCH):
+            return
