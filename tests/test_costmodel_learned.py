@@ -94,6 +94,19 @@ def test_same_schedule_of_two_pipelines_never_mixes(tmp_path):
     assert len(unseen) == 1 and {x.pipeline_hash for x in train}.isdisjoint({x.pipeline_hash for x in unseen})
 
 
+def test_a_pipeline_whose_stored_hash_no_longer_matches_is_skipped(tmp_path, capsys):
+    # e.g. stored by a build that hashed differently: its timings are never attributed to it
+    good, odd = _blur(16), _blur(32)
+    s = default_schedule(good)
+    with Database(tmp_path / "m.sqlite") as db:
+        _fake(db, good, s, 1.0)
+        db.put_pipeline("0123456789abcdef", odd.name, odd.to_json())
+        db.record(Measurement(odd.name, "0123456789abcdef", s.content_hash(), True, True, median_ms=3.0, target="t", host="h", threads=1))
+    got = D.load(tmp_path / "m.sqlite", host="h")
+    assert [x.pipeline_hash for x in got] == [good.content_hash()]
+    assert "0123456789abcdef" in capsys.readouterr().err
+
+
 # --- models on a tiny synthetic dataset -------------------------------------------------
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
