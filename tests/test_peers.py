@@ -80,14 +80,19 @@ def test_bench_models_json_structure():
         "1",
         "--min-time",
         "0.01",
+        "--search",
+        "random",
+        "--search-trials",
+        "2",
         "--json",
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["note"] == "best found = heuristic schedule (search not yet implemented)"
+    assert out["note"].startswith("best found = the --search strategy's best")
     assert out["note"] in out["table"] and out["threads"] >= 1 and "load_avg_1m_before" in out["machine"]
     row = out["results"]["small_cnn"]
-    assert row["kind"] == "model" and row["best_schedule"] == "heuristic"
+    assert row["kind"] == "model" and row["best_schedule"] == "random search"
+    assert row["search"]["strategy"] == "random" and row["search"]["trials"] == 2
     for k in ("onnxruntime", "pytorch", "default", "best"):
         assert row[k]["ok"] and row[k]["verified"] and row[k]["median_ms"] > 0 and row[k]["spread"] >= 0
     for k in ("best_over_ort", "best_over_pytorch", "default_over_best"):
