@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from . import api, zoo
+from .costmodel import model_by_name
 from .halide_backend import AUTOSCHEDULERS, target_string
 from .measure import Measurement, Runner, host_fingerprint
 from .schedule import Schedule
@@ -40,6 +41,7 @@ def add_parser(bsub: Any) -> None:
     bp.add_argument("--extra-s", type=float, default=60.0, help="measurement seconds on top of Adams2019's search time")
     bp.add_argument("--trials", type=int, default=24, help="hardware measurements per search at most")
     bp.add_argument("--seed", type=int, default=0)
+    bp.add_argument("--model", default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm")
     bp.add_argument("--repeats", type=int, default=3, help="final rounds (median of round medians)")
     bp.add_argument("--min-time", type=float, default=0.3, help="minimum timed seconds per variant and round")
     bp.add_argument("--out", help="also write the JSON result to this file")
@@ -64,7 +66,7 @@ def _geomean(xs: list[float]) -> float | None:
 def _search_one(p: Any, strategy: str, budget_s: float, args: argparse.Namespace, runner: Runner) -> tuple[dict[str, Any], Schedule | None]:
     from .search import Budget, run_search  # noqa: PLC0415
 
-    res = run_search(p, strategy, Budget(args.trials, budget_s), args.seed, runner=runner, db=None)
+    res = run_search(p, strategy, Budget(args.trials, budget_s), args.seed, model=model_by_name(args.model), runner=runner, db=None)
     info = {
         "search_s": res.search_s, "model_s": res.model_s, "measure_s": res.measure_s, "trials": len(res.trials),
         "failed_trials": sum(1 for t in res.trials if not t.verified), "seen": res.seen, "budget_s": budget_s,
@@ -127,7 +129,7 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
         }
     return {
         "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
-        "size": args.size, "repeats": args.repeats, "trials": args.trials, "seed": args.seed,
+        "size": args.size, "repeats": args.repeats, "trials": args.trials, "seed": args.seed, "model": args.model,
         "budget": f"{args.budget_s} s" if args.budget_s is not None else f"Adams2019 search time + {args.extra_s} s",
         "wall_s": time.time() - t_start, "summary": summary, "pipelines": results, "table": _table(results, strategies, summary),
     }  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import api, zoo
+from .costmodel import model_by_name
 from .database import Database
 from .halide_backend import AUTOSCHEDULERS
 from .measure import Runner
@@ -31,6 +32,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     sp.add_argument("--budget-s", type=float, default=60.0, help="wall-clock seconds (model time and measurements)")
     sp.add_argument("--trials", type=int, default=32, help="hardware measurements at most")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--model", default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm")
     sp.add_argument("--baseline", choices=[*AUTOSCHEDULERS, "none"], default="Adams2019", help="autoscheduler measured beside")
     sp.add_argument("--out", help="write the best schedule JSON here (loads back with measure --schedule FILE)")
     sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
@@ -59,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
             )
 
     with Runner(args.threads) as runner:
-        res = run_search(p, args.strategy, Budget(args.trials, args.budget_s), args.seed, runner=runner, db=db, progress=progress)
+        try:
+            model = model_by_name(args.model)
+        except ValueError as exc:
+            raise api.InputError(str(exc)) from None
+        budget = Budget(args.trials, args.budget_s)
+        res = run_search(p, args.strategy, budget, args.seed, model=model, runner=runner, db=db, progress=progress)
         base = None
         if args.baseline != "none":
             m = api.measure(p, None, runner, db, autoscheduler=args.baseline, min_time_s=0.3, profile=False)

@@ -125,3 +125,19 @@ def test_bench_core_runs_and_reports(tmp_path):
     assert len(row["hand"]["round_medians_ms"]) == 2
     assert res["runner_overhead_ms"] > 0 and res["fma_peak_gflops"] > 0
     assert "| blur |" in res["table"]
+
+
+def test_search_json_fields_and_the_schedule_loads_back(tmp_path):
+    out = tmp_path / "best.json"
+    r = cli("search", "blur", "--size", "small", "--strategy", "greedy", "--trials", "3", "--budget-s", "60", "--model", "analytic",
+            "--out", str(out), "--json", db=tmp_path / "m.sqlite")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["verified"] is True and res["trials"] == 3 and res["best_ms"] > 0 and res["search_s"] > 0
+    assert res["baseline"]["autoscheduler"] == "Adams2019" and res["baseline_ms"] > 0
+    assert res["speedup_over_baseline"] == pytest.approx(res["baseline_ms"] / res["best_ms"])
+    assert res["model"].startswith("analytic") and res["schedule"]["stages"]
+    m = cli("measure", "blur", "--size", "small", "--schedule", str(out), "--json", "--no-db", "--min-time", "0.01")
+    assert m.returncode == 0 and json.loads(m.stdout)["verified"] is True
+    bad = cli("search", "blur", "--size", "small", "--model", "nosuchmodel", "--json", db=tmp_path / "m.sqlite")
+    assert bad.returncode == 2 and "nosuchmodel" in bad.stderr and "Traceback" not in bad.stderr

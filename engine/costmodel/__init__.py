@@ -16,7 +16,7 @@ from pathlib import Path
 from .analytic import AnalyticModel
 from .base import CostModel, Prediction
 
-__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_dirs"]
+__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_by_name", "model_dirs"]
 
 SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
 ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models
@@ -58,3 +58,18 @@ def default_model() -> CostModel:
         except (OSError, ValueError, KeyError) as exc:
             print(f"cost model in {d} not usable ({exc}); trying the next", file=sys.stderr)
     return AnalyticModel()
+
+
+def model_by_name(name: str) -> CostModel:
+    """`default` (see default_model), `analytic`, or a trained model's key (gnn, halide, tvm)
+    from the first model directory that has it."""
+    if name == "default":
+        return default_model()
+    if name == "analytic":
+        return AnalyticModel()
+    from .train import load_models  # noqa: PLC0415
+
+    for d in model_dirs():
+        if (d / f"{name}.json").exists():
+            return load_models(d)[name]
+    raise ValueError(f"no trained cost model {name!r} in {', '.join(map(str, model_dirs()))}")
