@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import api
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=20.0, help="seconds before a schedule's job is killed")
     g.add_argument("--json", action="store_true")
     t = sub.add_parser("train", help="train the GNN, Halide-style and TVM-style models from the database")
-    t.add_argument("--db", help="SQLite file")
+    t.add_argument("--db", help="SQLite file or .jsonl.gz dataset")
     t.add_argument("--out", help="model directory (default: the user data directory's costmodel/)")
     t.add_argument("--models", default="gnn,halide,tvm")
     t.add_argument("--epochs", type=int, default=60)
@@ -49,19 +50,29 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=None, help="torch threads")
     t.add_argument("--json", action="store_true")
     e = sub.add_parser("eval", help="metrics of the trained models on their held-out pipelines and schedules")
-    e.add_argument("--db", help="SQLite file")
+    e.add_argument("--db", help="SQLite file or .jsonl.gz dataset (default: the shipped dataset for the shipped models)")
     e.add_argument("--models-dir", help="model directory (default: the user data directory's costmodel/)")
     e.add_argument("--no-analytic", action="store_true", help="leave out the analytic roofline reference")
     e.add_argument(
         "--choose", action="store_true", help="write default.json: the app and search then use the model best at ranking unseen pipelines"
     )
     e.add_argument("--json", action="store_true")
+    x = sub.add_parser("export", help="write the dataset as a small .jsonl.gz file (pipelines, schedules, verified timings)")
+    x.add_argument("--db", help="SQLite file")
+    x.add_argument("--out", required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
+    x.add_argument("--json", action="store_true")
     return sp
 
 
 def _db(args: argparse.Namespace) -> str:
+    """The database to read: --db (a .jsonl.gz dataset file is imported into the cache
+    first), else the user's measurement database."""
     from .database import default_path  # noqa: PLC0415
 
+    if args.db and args.db.endswith(".jsonl.gz"):
+        from .costmodel.export import shipped_db  # noqa: PLC0415
+
+        return str(shipped_db(Path(args.db)))
     return args.db or str(default_path())
 
 
@@ -81,8 +92,8 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return {"generate": _generate, "train": _train, "eval": _eval}[args.costmodel](args)
-    except (ValueError, FileNotFoundError) as exc:
+        return {"generate": _generate, "train": _train, "eval": _eval, "export": _export}[args.costmodel](args)
+    except (ValueError, FileNotFoundError) as exc:  # DatasetFileError is a ValueError
         raise api.InputError(str(exc)) from None
 
 
@@ -113,13 +124,24 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .costmodel.export import export_dataset  # noqa: PLC0415
+
+    res = export_dataset(_db(args), args.out)
+    _print(args, res, f"{res['samples']} samples of {res['pipelines']} pipelines written to {res['out']}")
+    return 0
+
+
 def _eval(args: argparse.Namespace) -> int:
-    from .costmodel import model_dirs  # noqa: PLC0415
+    from .costmodel import SHIPPED, model_dirs  # noqa: PLC0415
     from .costmodel.evaluate import choose, evaluate  # noqa: PLC0415
+    from .costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
 
     d = args.models_dir or next((str(x) for x in model_dirs() if (x / "split.json").exists()), None)
     if d is None:
         raise FileNotFoundError("no trained cost models found (run `costmodel train`, or give --models-dir)")
+    if args.db is None and Path(d).resolve() == SHIPPED.resolve():
+        args.db = str(SHIPPED_DATASET)  # the shipped models are evaluated on the data they were trained on
     res = evaluate(_db(args), d, with_analytic=not args.no_analytic)
     if args.choose:
         res["chosen"] = choose(res, d)

@@ -174,3 +174,35 @@ def test_train_all_evaluate_and_cli(synthetic, tmp_path, monkeypatch):
     args = ap.parse_args(["costmodel", "train", "--db", str(synthetic), "--out", str(tmp_path / "m2"), "--models", "tvm", "--rounds", "3"])
     assert run(args) == 0 and (tmp_path / "m2" / "tvm.txt").exists()
     assert json.loads((tmp_path / "m2" / "split.json").read_text())["environment"] == ["t", "h", 1]
+
+
+# --- the shippable dataset file ----------------------------------------------------------------
+def test_dataset_file_round_trips_and_rejects_bad_files(tmp_path):
+    import gzip
+
+    from engine.costmodel.export import DatasetFileError, export_dataset, import_dataset
+
+    src = tmp_path / "src.sqlite"
+    pipes = [random_pipeline(seed, max_stages=4) for seed in (1, 2)]
+    with Database(src) as db:
+        for k, p in enumerate(pipes):
+            db.conn.execute("INSERT INTO cm_pipelines VALUES (?, ?, 'random', ?)", (p.content_hash(), p.name, k))
+            db.conn.commit()
+            for j, s in enumerate([default_schedule(p), sample_schedule(p, random.Random(k))]):
+                _fake(db, p, s, 1.0 + k + j / 10)
+        _fake(db, _blur(16), default_schedule(_blur(16)), 7.0)  # not a dataset pipeline: not exported
+    out = tmp_path / "d.jsonl.gz"
+    assert export_dataset(src, out) == {"out": str(out), "pipelines": 2, "samples": 4, "environment": ["t", "h", 1]}
+    assert import_dataset(out, tmp_path / "back.sqlite") == {"pipelines": 2, "samples": 4}
+    before = {(x.pipeline_hash, x.schedule_hash): x.time_ms for x in D.load(src, dataset_only=True)}
+    after = {(x.pipeline_hash, x.schedule_hash): x.time_ms for x in D.load(tmp_path / "back.sqlite")}
+    assert before == after and len(after) == 4
+    lines = gzip.open(out, "rt").read().splitlines()
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as f:  # a pipeline record that does not hash to its key
+        f.write("\n".join(x.replace(pipes[0].content_hash(), "0" * 16, 1) if '"pipeline"' in x else x for x in lines) + "\n")
+    with pytest.raises(DatasetFileError, match="hashes to"):
+        import_dataset(bad, tmp_path / "x.sqlite")
+    bad.write_bytes(out.read_bytes()[:200])  # truncated
+    with pytest.raises(DatasetFileError, match="malformed"):
+        import_dataset(bad, tmp_path / "y.sqlite")

@@ -1,0 +1,107 @@
+"""The dataset as a small shippable file: gzipped JSON lines, no code, no pickle.
+
+`export_dataset` writes the verified timings of one environment (target, host, threads)
+from a measurement database, with each pipeline's and schedule's JSON; `import_dataset`
+writes them into a database again, checking every pipeline and schedule against its
+content hash (features are recomputed from them on load, so the file stays small and
+never goes stale with the feature version). `shipped_db()` is the dataset in
+`resources/costmodel/` imported once into the user cache: what `costmodel eval` reads when
+it evaluates the shipped models.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..database import Database
+from ..ir import Pipeline
+from ..measure import Measurement
+from ..schedule import Schedule
+from . import SHIPPED
+from .dataset import environments
+
+FORMAT = 1
+SHIPPED_DATASET = SHIPPED / "dataset.jsonl.gz"
+
+
+class DatasetFileError(ValueError):
+    """A dataset file that is malformed or whose records do not match their hashes."""
+
+
+def export_dataset(db_path: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write the most common environment's verified timings of the dataset's pipelines."""
+    with Database(db_path) as db:
+        envs = environments(db)
+        if not envs:
+            raise ValueError(f"{db_path}: no measurements to export")
+        target, host, threads = envs[0][:3]
+        pipes = db.conn.execute(
+            "SELECT p.hash, p.name, c.origin, c.seed, p.json FROM pipelines p JOIN cm_pipelines c ON c.hash = p.hash ORDER BY p.hash"
+        ).fetchall()
+        rows = db.conn.execute(
+            "SELECT m.json, s.json FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
+            "WHERE m.target=? AND m.host=? AND m.threads=? AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines) "
+            "ORDER BY m.pipeline_hash, m.schedule_hash",
+            (target, host, threads),
+        ).fetchall()
+    with gzip.open(out, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"kind": "header", "format": FORMAT, "environment": [target, host, threads]}) + "\n")
+        for h, name, origin, seed, body in pipes:
+            f.write(
+                json.dumps({"kind": "pipeline", "hash": h, "name": name, "origin": origin, "seed": seed, "pipeline": json.loads(body)})
+                + "\n"
+            )
+        for mjson, sjson in rows:
+            f.write(json.dumps({"kind": "sample", "measurement": json.loads(mjson), "schedule": json.loads(sjson)}) + "\n")
+    return {"out": str(out), "pipelines": len(pipes), "samples": len(rows), "environment": [target, host, threads]}
+
+
+def import_dataset(path: str | Path, db_path: str | Path) -> dict[str, int]:
+    """Load a dataset file into the database at `db_path` (every hash checked)."""
+    counts = {"pipelines": 0, "samples": 0}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f, Database(db_path) as db:
+            header = json.loads(f.readline() or "{}")
+            if header.get("kind") != "header" or header.get("format") != FORMAT:
+                raise DatasetFileError(f"{path}: not a dataset file of format {FORMAT}")
+            for n, line in enumerate(f, start=2):
+                rec = json.loads(line)
+                if rec["kind"] == "pipeline":
+                    p = Pipeline.from_json(rec["pipeline"])
+                    if p.content_hash() != rec["hash"]:
+                        raise DatasetFileError(f"{path}:{n}: pipeline {rec['name']} hashes to {p.content_hash()}, not {rec['hash']}")
+                    db.put_pipeline(rec["hash"], rec["name"], rec["pipeline"])
+                    with db.conn:
+                        db.conn.execute(
+                            "INSERT OR IGNORE INTO cm_pipelines VALUES (?, ?, ?, ?)", (rec["hash"], rec["name"], rec["origin"], rec["seed"])
+                        )
+                    counts["pipelines"] += 1
+                elif rec["kind"] == "sample":
+                    m = Measurement.from_json(rec["measurement"])
+                    if Schedule.from_json(rec["schedule"]).content_hash() != m.schedule_hash:
+                        raise DatasetFileError(f"{path}:{n}: schedule does not hash to {m.schedule_hash}")
+                    db.put_schedule(m.schedule_hash, rec["schedule"])
+                    db.record(m)
+                    counts["samples"] += 1
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DatasetFileError(f"{path}: malformed dataset file ({type(exc).__name__}: {exc})") from None
+    return counts
+
+
+def shipped_db(path: Path = SHIPPED_DATASET) -> Path:
+    """The shipped dataset as a database in the user cache (imported on first use)."""
+    from platformdirs import user_cache_dir  # noqa: PLC0415
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    db = Path(user_cache_dir("schedule-explorer", appauthor=False)) / f"dataset-{digest}.sqlite"
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        tmp = db.with_suffix(".partial")
+        tmp.unlink(missing_ok=True)
+        import_dataset(path, tmp)
+        tmp.replace(db)  # a half-imported file is never taken for the dataset
+    return db
