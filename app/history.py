@@ -9,12 +9,17 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.costmodel import Prediction
+from engine.costmodel import Prediction, short_label
 from engine.ir import Pipeline
 from engine.measure import Measurement
 from engine.schedule import Schedule, default_schedule
 
-PREDICTED_LABEL = "predicted (analytic estimate)"
+PREDICTED_LABEL = "predicted (analytic estimate)"  # the default model's; see predicted_label()
+
+
+def predicted_label(prediction: Prediction | None) -> str:
+    """The legend name of a prediction's series: which model predicted it."""
+    return f"predicted ({short_label(prediction.model)})" if prediction is not None else PREDICTED_LABEL
 
 
 @dataclass
@@ -129,5 +134,5 @@ class SessionHistory(QObject):
         if m is not None and m.ok and m.stages and sum(m.stages.values()) > 0:
             return StageTimes(dict(m.stages), "measured")
         if prediction is not None:
-            return StageTimes(dict(prediction.stages), PREDICTED_LABEL)
+            return StageTimes(dict(prediction.stages), predicted_label(prediction))
         return None

@@ -120,10 +120,12 @@ class StageBars(_Chart):
         if self._args is not None and len(self._args[0]) > MIN_BARS and self._rows_that_fit() != self._fitted:
             self.show_stages(*self._args)  # a big pipeline: as many rows as now fit
 
-    def show_stages(self, stages: list[str], predicted: dict[str, float] | None, measured: dict[str, float] | None) -> None:
-        self._args = (stages, predicted, measured)
+    def show_stages(
+        self, stages: list[str], predicted: dict[str, float] | None, measured: dict[str, float] | None, label: str = PREDICTED_LABEL
+    ) -> None:
+        self._args = (stages, predicted, measured, label)
         self.item.clear()
-        series = [(PREDICTED_LABEL, predicted, PREDICTED_COLOR, -0.19), ("measured", measured, MEASURED_COLOR, 0.19)]
+        series = [(label, predicted, PREDICTED_COLOR, -0.19), ("measured", measured, MEASURED_COLOR, 0.19)]
         series = [s for s in series if s[1] and sum(s[1].values()) > 0]
         self.shown = {name: dict(values) for name, values, _c, _o in series}  # type: ignore[arg-type]
         if not series:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+from engine.costmodel import short_label
 from engine.measure import Measurement
 
 from .document import Document
-from .history import SessionHistory
+from .history import SessionHistory, predicted_label
 from .perf_charts import HistoryPlot, StageBars
 from .workers import MeasureRequest
 
@@ -58,7 +59,7 @@ class PerformancePanel(QWidget):
     IDLE_TEXT = "Not measured yet. Press Measure (Ctrl+M), or turn on auto-measure in the Measure menu."
     ROWS = {
         "Median": "Measured median wall time of one run of the pipeline",
-        "Predicted": "The cost model's estimate for this schedule (an analytic roofline estimate, not a measurement)",
+        "Predicted": "The cost model's estimate for this schedule: a prediction, not a measurement (the model is named beside it)",
         "Spread": "Fastest measured run, and the interquartile range of the run times (the spread of the middle half)",
         "GFLOP/s": "Useful floating-point work per second at the measured median (predicted when not measured)",
         "vs default": "Speedup over the default schedule (everything at root, serial), measured in this session",
@@ -146,7 +147,8 @@ class PerformancePanel(QWidget):
         pred = doc.prediction
         v = self.values
         v["Median"].setText(_fmt_ms(measured_ms))
-        v["Predicted"].setText(f"{pred.total_ms:.4g} ms (analytic estimate)" if pred else f"unavailable: {doc.prediction_error or '–'}")
+        unavailable = f"unavailable: {doc.prediction_error or '–'}"
+        v["Predicted"].setText(f"{pred.total_ms:.4g} ms ({short_label(pred.model)})" if pred else unavailable)
         v["Spread"].setText(f"min {_fmt_ms(m.min_ms)} · IQR {_fmt_ms(m.iqr_ms)}" if ok and m is not None else "–")
         if ok and m is not None and m.gflops is not None:
             v["GFLOP/s"].setText(f"{m.gflops:.3g} measured")
@@ -171,7 +173,8 @@ class PerformancePanel(QWidget):
             v["Runs"].setText("–")
         self.compare_button.setText("Cancel Adams2019" if adams_running else "Compare with Adams2019")
         stages = [s.name for s in p.stages]
-        self.stage_bars.show_stages(stages, pred.stages if pred else None, m.stages if ok and m is not None else None)
+        measured = m.stages if ok and m is not None else None
+        self.stage_bars.show_stages(stages, pred.stages if pred else None, measured, predicted_label(pred))
         variant = history.variant(h)
         baselines = {k: ms for k, ms in (("default", default_ms), ("Adams2019", adams_ms)) if ms}
         self.history_plot.show_history(history.variants, variant.number if variant else None, baselines)

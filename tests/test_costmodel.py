@@ -63,3 +63,12 @@ def test_shipped_learned_model_is_the_default_and_ranks_hand_above_default(monke
             assert hand.kind == "prediction" and set(hand.stages) == {s.name for s in p.stages}
     finally:
         default_model.cache_clear()
+
+
+def test_short_labels_name_the_model():
+    from engine.costmodel import short_label
+    from engine.costmodel.baselines import TVM_NAME
+    from engine.costmodel.gnn import GNN_NAME
+
+    assert short_label(AnalyticModel().name) == "analytic estimate"
+    assert short_label(GNN_NAME) == "GNN, learned" and short_label(TVM_NAME).endswith(", learned")

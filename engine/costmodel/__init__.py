@@ -14,9 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from .analytic import AnalyticModel
-from .base import CostModel, Prediction
+from .base import CostModel, Prediction, short_label
 
-__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_by_name", "model_dirs"]
+__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_by_name", "model_dirs", "short_label"]
 
 SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
 ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models

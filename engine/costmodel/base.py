@@ -26,3 +26,10 @@ class CostModel(Protocol):
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
         """Predict (p, s); `nest`, when given, is the already-built loop nest of (p, s)."""
         ...
+
+
+def short_label(model: str) -> str:
+    """A model's name for legends and labels: "analytic estimate", "GNN, learned", ..."""
+    if "roofline" in model or "analytic" in model:
+        return "analytic estimate"
+    return model.replace(" (learned prediction)", "").replace(" cost model", "") + ", learned"
