@@ -16,7 +16,9 @@ from pathlib import Path
 from .analytic import AnalyticModel
 from .base import CostModel, Prediction, short_label
 
-__all__ = ["ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "model_by_name", "model_dirs", "short_label"]
+__all__ = [
+    "ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "load_model", "model_by_name", "model_dirs", "short_label",
+]  # fmt: skip
 
 SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
 ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models
@@ -27,6 +29,21 @@ def default_dir() -> Path:
     from platformdirs import user_data_dir  # noqa: PLC0415
 
     return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel"
+
+
+def load_model(directory: str | Path, key: str) -> CostModel:
+    """One trained model (gnn, halide or tvm) from `directory`, importing only what it needs
+    (torch for the networks, LightGBM for the trees): opening the app stays quick."""
+    d = Path(directory)
+    if key == "gnn":
+        from .gnn import load_gnn  # noqa: PLC0415
+
+        return load_gnn(d)
+    if key in ("halide", "tvm"):
+        from .baselines import TVMModel, load_halide  # noqa: PLC0415
+
+        return load_halide(d) if key == "halide" else TVMModel.load(d)
+    raise ValueError(f"unknown cost model {key!r} (choose from gnn, halide, tvm)")
 
 
 def model_dirs() -> list[Path]:
@@ -52,9 +69,7 @@ def default_model() -> CostModel:
             name = json.loads(choice.read_text())["model"]
             if name == "analytic":
                 return AnalyticModel()
-            from .train import load_models  # noqa: PLC0415  # torch / lightgbm load only here
-
-            return load_models(d)[name]
+            return load_model(d, name)
         except (OSError, ValueError, KeyError) as exc:
             print(f"cost model in {d} not usable ({exc}); trying the next", file=sys.stderr)
     return AnalyticModel()
@@ -67,9 +82,7 @@ def model_by_name(name: str) -> CostModel:
         return default_model()
     if name == "analytic":
         return AnalyticModel()
-    from .train import load_models  # noqa: PLC0415
-
     for d in model_dirs():
         if (d / f"{name}.json").exists():
-            return load_models(d)[name]
+            return load_model(d, name)
     raise ValueError(f"no trained cost model {name!r} in {', '.join(map(str, model_dirs()))}")

@@ -21,10 +21,10 @@ from typing import Any
 
 from .. import features as F
 from ..database import Database
-from . import default_dir
-from .baselines import TVMModel, load_halide, train_halide
+from . import default_dir, load_model
+from .baselines import TVMModel, train_halide
 from .dataset import environments, load, split
-from .gnn import TorchCostModel, load_gnn, train_gnn
+from .gnn import TorchCostModel, train_gnn
 
 MODELS = ("gnn", "halide", "tvm")
 
@@ -109,8 +109,7 @@ def train_all(
 def load_models(directory: str | Path | None = None) -> dict[str, TorchCostModel | TVMModel]:
     """The trained models found in `directory`, by key (gnn, halide, tvm)."""
     d = Path(directory) if directory else default_dir()
-    loaders: dict[str, Callable[[Path], Any]] = {"gnn": load_gnn, "halide": load_halide, "tvm": TVMModel.load}
-    found = {k: fn(d) for k, fn in loaders.items() if (d / f"{k}.json").exists()}
+    found = {k: load_model(d, k) for k in MODELS if (d / f"{k}.json").exists()}
     if not found:
         raise FileNotFoundError(f"no trained cost models in {d} (run `costmodel train`)")
     return found
