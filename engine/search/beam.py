@@ -22,7 +22,7 @@ import math
 from ..sampler import _location_of
 from ..schedule import Schedule, StageSchedule
 from .base import SearchContext
-from .greedy import charge_proposals, measure_new, options_per_stage
+from .greedy import charge_proposals, measure_new, options_per_stage, run_charged
 from .space import _key, guide_decision, options_at, order, seed_schedule, stage_options, with_decision
 from .value import Completer
 
@@ -38,11 +38,7 @@ PASS_CAP_S = 20.0  # model seconds after which a pass stops branching (pipelines
 
 def beam_search(ctx: SearchContext) -> None:
     """The strategy (see the module doc)."""
-    try:
-        _search(ctx)
-        ctx.check()  # a cancel that ended the loops (they test ctx.done()) is reported as one
-    finally:
-        charge_proposals(ctx)
+    run_charged(ctx, _search)
 
 
 def _search(ctx: SearchContext) -> None:

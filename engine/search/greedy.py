@@ -29,6 +29,7 @@ completions, which keeps a 13-stage pipeline's search under about 10 s, and by M
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ..schedule import Schedule
 from .base import SearchContext, Trial
@@ -79,13 +80,18 @@ def options_per_stage(n_stages: int, per_pass: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, per_pass // max(1, n_stages)))
 
 
-def greedy_search(ctx: SearchContext) -> None:
-    """The strategy (see the module doc)."""
+def run_charged(ctx: SearchContext, search: Callable[[SearchContext], None]) -> None:
+    """Run a strategy body; the time its proposals took is charged to model time even when
+    it ends by cancellation (greedy and beam share this)."""
     try:
-        _search(ctx)
-        ctx.check()  # a cancel that ended the loops (they test ctx.done()) is reported as one
+        search(ctx)
     finally:
         charge_proposals(ctx)
+
+
+def greedy_search(ctx: SearchContext) -> None:
+    """The strategy (see the module doc)."""
+    run_charged(ctx, _search)
 
 
 def _search(ctx: SearchContext) -> None:
