@@ -31,10 +31,9 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from cmaes import CMA
-from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
 from ..sampler import mutate, sample_schedule
@@ -42,6 +41,9 @@ from ..schedule import Schedule
 from .base import SearchContext
 from .encoding import Encoding, decode, encode
 from .space import seed_schedule
+
+if TYPE_CHECKING:  # scikit-learn and cmaes (with scipy) load when a LaMCTS search runs, not with the CLI
+    from sklearn.svm import SVC
 
 SIGMA_SCALE = 1.0  # CMA-ES starts at this fraction of the leaf samples' spread
 
@@ -112,6 +114,8 @@ class Partition:
         if len(set(labels)) < 2:
             return
         good = int(y[labels == 1].mean() > y[labels == 0].mean())
+        from sklearn.svm import SVC  # noqa: PLC0415
+
         svm = SVC(kernel="rbf", gamma="scale", C=10.0).fit(X, (labels == good).astype(int))
         side = svm.predict(X).astype(bool)
         if side.all() or not side.any():
@@ -164,6 +168,8 @@ def leaf_cma(
     width = float(np.mean(hi - lo))
     sigma = float(np.clip(SIGMA_SCALE * leaf.std(axis=0).mean() if len(leaf) > 1 else 0.2 * width, 0.01 * width, 0.3 * width))
     bounds = np.column_stack([lo, hi])
+    from cmaes import CMA  # noqa: PLC0415
+
     opt = CMA(mean=part.X[part.best(region)].copy(), sigma=sigma, bounds=bounds, seed=seed, population_size=popsize, n_max_resampling=3)
     for _ in range(generations):
         # Small matrices: multi-threaded BLAS only adds contention (measured 100x slower asks on 2 busy cores).
