@@ -23,7 +23,7 @@ from ..sampler import _location_of
 from ..schedule import Schedule, StageSchedule
 from .base import SearchContext
 from .greedy import charge_proposals, measure_new, options_per_stage, run_charged
-from .space import _key, guide_decision, options_at, order, seed_schedule, stage_options, with_decision
+from .space import _key, guide_decision, measure_seed, options_at, order, stage_options, with_decision
 from .value import Completer
 
 WIDTH = 4  # beam width B
@@ -43,9 +43,7 @@ def beam_search(ctx: SearchContext) -> None:
 
 def _search(ctx: SearchContext) -> None:
     p = ctx.p
-    seed = seed_schedule(p)
-    if seed is not None:
-        ctx.measure([seed])
+    seed = measure_seed(ctx)
     comp = Completer(ctx)
     k = options_per_stage(len(order(p)) * WIDTH, CHILDREN_PER_PASS, K_MIN, K_MAX)
     elite: list[Schedule] = []  # empty: a coarse pass

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from .. import sampler
 from ..ir import Pipeline
-from ..sampler import mutate, sample_schedule
+from ..sampler import mutate
 from ..schedule import Schedule, validate
 from .base import SearchContext
-from .space import is_prefix, order, seed_schedule, stage_options, with_decision
+from .space import initial_population, is_prefix, measure_seed, order, stage_options, with_decision
 
 
 @dataclass
@@ -95,14 +95,8 @@ def _measure_best(ctx: SearchContext, members: list[_Member], k: int) -> None:
 def evolution_search(ctx: SearchContext, params: EvolutionParams | None = None) -> None:
     """Regularized evolution (see the module doc) until the budget is spent."""
     prm, p, rng = params or EvolutionParams(), ctx.p, ctx.rng
-    seed = seed_schedule(p)
-    if seed is not None:
-        ctx.measure([seed])
-    init = [seed] if seed is not None else []
-    while len(init) < prm.population:
-        ctx.check()
-        near = seed is not None and len(init) <= prm.population // 4
-        init.append(mutate(p, seed, rng, "evolution") if near else sample_schedule(p, rng, "evolution"))  # type: ignore[arg-type]
+    seed = measure_seed(ctx)
+    init = initial_population(ctx, seed, prm.population, prm.population // 4, "evolution")
     pop = [_Member(s, ms, 0) for s, ms in zip(init, _predict(ctx, init))]
     _measure_best(ctx, pop, prm.measure_per_round)
     gen = 0

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from ..schedule import Schedule
 from .base import SearchContext, Trial
-from .space import _key, order, seed_schedule, stage_options, with_decision
+from .space import _key, measure_seed, order, stage_options, with_decision
 from .value import Completer, ValueFunction, prefix
 
 KIDS_PER_PASS = 72  # options per stage = this / stages, within [K_MIN, K_MAX]
@@ -96,9 +96,7 @@ def greedy_search(ctx: SearchContext) -> None:
 
 def _search(ctx: SearchContext) -> None:
     p = ctx.p
-    seed = seed_schedule(p)
-    if seed is not None:
-        ctx.measure([seed])
+    seed = measure_seed(ctx)
     vf, comp = ValueFunction(p), Completer(ctx)
     k = options_per_stage(len(order(p)), KIDS_PER_PASS, K_MIN, K_MAX)
     pool: Candidates = {}  # every completion predicted

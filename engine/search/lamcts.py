@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..sampler import mutate, sample_schedule
+from ..sampler import mutate
 from ..schedule import Schedule
 from .base import SearchContext
 from .encoding import Encoding, decode, encode
-from .space import seed_schedule
+from .space import initial_population, measure_seed
 
 if TYPE_CHECKING:  # scikit-learn and cmaes (with scipy) load when a LaMCTS search runs, not with the CLI
     from sklearn.svm import SVC
@@ -277,14 +277,8 @@ def lamcts_search(ctx: SearchContext, params: LaMCTSParams | None = None) -> Non
     `rebuild_every` new samples (between rebuilds, only its rewards are refreshed)."""
     prm, p = params or LaMCTSParams(), ctx.p
     pool = _Pool(Encoding.of(p))
-    seed = seed_schedule(p)
-    if seed is not None:
-        ctx.measure([seed])
-    init = [seed] if seed is not None else []
-    while len(init) < prm.n_init:
-        ctx.check()
-        near = seed is not None and len(init) <= prm.n_init // 2
-        init.append(mutate(p, seed, ctx.rng, "lamcts") if near else sample_schedule(p, ctx.rng, "lamcts"))  # type: ignore[arg-type]
+    seed = measure_seed(ctx)
+    init = initial_population(ctx, seed, prm.n_init, prm.n_init // 2, "lamcts")
     pool.measure_best(ctx, pool.add(ctx, init), prm.measure_per_round)
     part, built = None, 0
     while not ctx.done():

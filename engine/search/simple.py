@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..sampler import sample_schedule
 from .base import SearchContext
-from .space import seed_schedule
+from .space import measure_seed
 
 BATCH = 32  # proposals predicted per measurement round
 MEASURE_PER_ROUND = 2  # of which the best predicted are measured
@@ -23,9 +23,7 @@ def _measure_best(ctx: SearchContext, cands: list, k: int) -> None:
 def random_search(ctx: SearchContext) -> None:
     """Random legal schedules; the model picks the best predicted of each batch to measure
     (the heuristic schedule is measured first, as every strategy's reference point)."""
-    seed = seed_schedule(ctx.p)
-    if seed is not None:
-        ctx.measure([seed])
+    measure_seed(ctx)
     while not ctx.done():
         cands = [sample_schedule(ctx.p, ctx.rng, "random") for _ in range(BATCH)]
         _measure_best(ctx, cands, MEASURE_PER_ROUND)

@@ -15,6 +15,7 @@ from .. import sampler
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
 from ..schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, StageSchedule, validate
+from .base import SearchContext
 
 
 def order(p: Pipeline) -> list[str]:
@@ -163,3 +164,23 @@ def seed_schedule(p: Pipeline) -> Schedule | None:
         return None
     h.stages = {st: h.stages.get(st) or StageSchedule() for st in order(p)}
     return h
+
+
+def measure_seed(ctx: SearchContext) -> Schedule | None:
+    """Every strategy's first step: measure the seed schedule (the reference point each
+    search must not end worse than) and return it."""
+    seed = seed_schedule(ctx.p)
+    if seed is not None:
+        ctx.measure([seed])
+    return seed
+
+
+def initial_population(ctx: SearchContext, seed: Schedule | None, n: int, near: int, name: str) -> list[Schedule]:
+    """`n` starting schedules: the seed, mutants of it while fewer than `near + 1` are
+    chosen, then random ones (population-based strategies start around the seed)."""
+    out = [seed] if seed is not None else []
+    while len(out) < n:
+        ctx.check()
+        close = seed is not None and len(out) <= near
+        out.append(sampler.mutate(ctx.p, seed, ctx.rng, name) if close else sampler.sample_schedule(ctx.p, ctx.rng, name))  # type: ignore[arg-type]
+    return out
