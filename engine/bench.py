@@ -4,7 +4,6 @@ of Halide's autoschedulers, measured in the same run on the same machine."""
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import statistics
@@ -29,7 +28,12 @@ def _progress(what: str, m: Measurement) -> None:
     print(f"[bench] {what}: " + (f"{m.median_ms:.3f} ms" if m.ok else f"FAILED {m.error_kind}: {m.error}"), file=sys.stderr, flush=True)
 
 
-def _row(p: Pipeline, ms: list[Measurement]) -> dict[str, Any]:
+def geomean(xs: list[float]) -> float | None:
+    """Geometric mean, None for no values (a summary over the pipelines that ran)."""
+    return statistics.geometric_mean(xs) if xs else None
+
+
+def median_cell(p: Pipeline, ms: list[Measurement]) -> dict[str, Any]:
     """Median over rounds of each round's median; the first failure, if any, is the result."""
     bad = next((m for m in ms if not m.ok), None)
     if bad is not None:
@@ -75,7 +79,7 @@ def bench_core(args: argparse.Namespace) -> dict[str, Any]:
                     _progress(f"{name} {label} round {r + 1}", m)
             row: dict[str, Any] = {"gflop": p.flops() / 1e9, "stages": len(p.stages)}
             for label, ms in runs.items():
-                row[label] = _row(p, ms)
+                row[label] = median_cell(p, ms)
             hand, base, adams = row["hand"], row["default"], row.get("Adams2019", {})
             if hand.get("ok") and base.get("ok"):
                 row["hand_speedup_over_default"] = base["median_ms"] / hand["median_ms"]
@@ -94,7 +98,7 @@ def bench_core(args: argparse.Namespace) -> dict[str, Any]:
         "fma_peak_gflops": peak,
         "runner_overhead_ms": overhead_ms,
         "runner_overhead_pct_of_1ms": 100 * overhead_ms / 1.0,
-        "geomean_hand_speedup_over_adams2019": math.exp(sum(map(math.log, geo)) / len(geo)) if geo else None,
+        "geomean_hand_speedup_over_adams2019": geomean(geo),
         "wall_s": time.time() - t_start,
         "pipelines": results,
         "table": _table(results, autos, overhead_ms) + f"\nFMA peak (microbenchmark, best of 2 runs): {peak:.1f} GFLOP/s",

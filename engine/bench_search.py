@@ -13,15 +13,14 @@ over Adams2019 and over Mullapudi2016, with every pipeline where a strategy lose
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
-import statistics
 import sys
 import time
 from typing import Any
 
 from . import api, zoo
+from .bench import geomean, median_cell
 from .costmodel import model_by_name
 from .halide_backend import AUTOSCHEDULERS, target_string
 from .measure import Measurement, Runner, host_fingerprint
@@ -51,16 +50,10 @@ def _log(msg: str) -> None:
     print(f"[bench search] {msg}", file=sys.stderr, flush=True)
 
 
-def _cell(ms: list[Measurement]) -> dict[str, Any]:
-    bad = next((m for m in ms if not (m.ok and m.verified)), None)
-    if bad is not None:
-        return {"ok": False, "error": f"{bad.error_kind}: {bad.error}" if not bad.ok else "not verified"}
-    med = [m.median_ms for m in ms]
-    return {"ok": True, "median_ms": statistics.median(med), "round_medians_ms": med, "verified": True}
-
-
-def _geomean(xs: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+def _verified_row(p: Any, ms: list[Measurement]) -> dict[str, Any]:
+    """bench core's cell (median of round medians); an unverified result counts as failed."""
+    cell = median_cell(p, ms)
+    return cell if not cell["ok"] or cell["verified"] else {"ok": False, "error": "not verified"}
 
 
 def _search_one(p: Any, strategy: str, budget_s: float, args: argparse.Namespace, runner: Runner) -> tuple[dict[str, Any], Schedule | None]:
@@ -108,7 +101,7 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
                 for label, (sched, auto) in variants.items():
                     runs[label].append(api.measure(p, sched, runner, None, autoscheduler=auto, **opts))
             for label, ms in runs.items():
-                row[label].update(_cell(ms))
+                row[label] = {**_verified_row(p, ms), **row[label]}  # the search's own figures stay
             for s in strategies:
                 for a in ("Adams2019", "Mullapudi2016"):
                     if row[s].get("ok") and row[a].get("ok"):
@@ -122,8 +115,8 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
             for a in ("Adams2019", "Mullapudi2016")
         }
         summary[s] = {
-            "geomean_speedup_over_adams2019": _geomean(over["Adams2019"]),
-            "geomean_speedup_over_mullapudi2016": _geomean(over["Mullapudi2016"]),
+            "geomean_speedup_over_adams2019": geomean(over["Adams2019"]),
+            "geomean_speedup_over_mullapudi2016": geomean(over["Mullapudi2016"]),
             "loses_to_adams2019": [n for n, r in results.items() if r[s].get("speedup_over_adams2019", 0.0) < 1.0],
             "max_model_s": max((r[s]["model_s"] for r in results.values()), default=None),
         }
