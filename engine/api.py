@@ -104,12 +104,13 @@ def run_once(p: Pipeline, sched: Schedule, seed: int = 0) -> tuple[dict[str, Any
     quick checks; measurements go through the Runner."""
     from . import halide_backend as HB  # noqa: PLC0415
     from . import reference as R  # noqa: PLC0415
+    from . import segments  # noqa: PLC0415
 
-    low = HB.lower(p, sched)
-    HB.compile_jit(low)
+    low = segments.lower(p, sched)
+    low.compile()
     ins = R.make_inputs(p, seed=seed)
-    _keep = HB.bind_inputs(low, ins)
+    _keep = low.bind(ins)
     outs = HB.output_arrays(p)
-    HB.make_runner(low, outs)()
+    low.runner(outs)()
     refs, method = R.reference(p, ins)
     return {"inputs": ins, "outputs": outs, "refs": refs, "method": method}, R.verify(p, outs, refs, method)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import halide_backend as HB
+from . import segments
 from .ir import Pipeline
 from .measure import Runner, default_threads, host_fingerprint
 from .schedule import default_schedule, validate
@@ -53,6 +54,13 @@ def add_parser(bsub: Any) -> None:
         "--verify-size", type=int, default=0, help="also run the default schedule once at this input size, verified with ONNX Runtime"
     )
     bp.add_argument("--threads", type=int, default=None, help="Halide threads for the verification run")
+    bp.add_argument(
+        "--compare-whole",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also compile N times as one Halide pipeline (no segments), for comparison",
+    )
     bp.add_argument("--out", help="also write the JSON result to this file")
 
 
@@ -71,17 +79,22 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
     return out, time.perf_counter() - w, time.process_time() - c
 
 
-def one_pass(model: Path, weights_dir: Path) -> tuple[Pipeline, dict[str, dict[str, float]]]:
-    """Import, schedule, lower and compile once; wall and CPU seconds per phase."""
+def one_pass(model: Path, weights_dir: Path, segmented: bool | None = None) -> tuple[Pipeline, dict[str, Any]]:
+    """Import, schedule, lower and compile once; wall and CPU seconds per phase. Compiled
+    segments are not reused between passes (the cache is cleared first)."""
+    segments.clear_cache()
     from .frontends import import_onnx  # noqa: PLC0415
 
     res, w_imp, c_imp = _timed(lambda: import_onnx(model, weights_dir))
     p = res.pipeline
     sched, w_s, c_s = _timed(lambda: _default(p))
-    low, w_l, c_l = _timed(lambda: HB.lower(p, sched))
-    _, w_c, c_c = _timed(lambda: HB.compile_jit(low))
+    low, w_l, c_l = _timed(lambda: segments.lower(p, sched, segmented))
+    _, w_c, c_c = _timed(low.compile)
     times = {"import": (w_imp, c_imp), "schedule": (w_s, c_s), "lower": (w_l, c_l), "compile": (w_c, c_c)}
-    return p, {k: {"wall_s": w, "cpu_s": c} for k, (w, c) in times.items()}
+    out: dict[str, Any] = {k: {"wall_s": w, "cpu_s": c} for k, (w, c) in times.items()}
+    if isinstance(low, segments.Segmented):
+        out["segments"] = {"parts": len(low.parts), "distinct": low.unique, "halide_compiles": low.compiles}
+    return p, out
 
 
 def _default(p: Pipeline) -> Any:
@@ -126,8 +139,9 @@ def bench_import(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeats):
             p, times = one_pass(model, tmp / f"weights{r}")
             runs.append(times)
-            parts = ", ".join(f"{k} {v['wall_s']:.2f}" for k, v in times.items())
-            print(f"[bench import] repeat {r + 1}: {sum(t['wall_s'] for t in times.values()):.2f} s ({parts})", file=sys.stderr, flush=True)
+            parts = ", ".join(f"{k} {times[k]['wall_s']:.2f}" for k in PHASES)
+            print(f"[bench import] repeat {r + 1}: {sum(times[k]['wall_s'] for k in PHASES):.2f} s ({parts})", file=sys.stderr, flush=True)
+        whole = [one_pass(model, tmp / f"whole{r}", segmented=False)[1]["compile"]["wall_s"] for r in range(args.compare_whole)]
         verify = _verify(args.verify_size, args.width, None, tmp, args.threads or default_threads()) if args.verify_size else None
         model_mb = model.stat().st_size / 1e6
     phases = {k: {u: statistics.median(t[k][u] for t in runs) for u in ("wall_s", "cpu_s")} for k in PHASES}
@@ -141,6 +155,8 @@ def bench_import(args: argparse.Namespace) -> dict[str, Any]:
             "gflop": p.flops() / 1e9,
         },
         "repeats": args.repeats, "phases": phases, "runs": runs, "total_s": total, "total_cpu_s": sum(v["cpu_s"] for v in phases.values()),
+        "segments": runs[-1].get("segments"),
+        "compile_whole_s": statistics.median(whole) if whole else None, "compile_whole_runs": whole,
         "target_s": TARGET_S, "under_target": total < TARGET_S, "runtime_jit_s": runtime_jit_s, "verify": verify,
         "machine": {
             "host": host_fingerprint(), "cores": os.cpu_count(), "target": HB.target_string(), "python": platform.python_version(),
@@ -160,6 +176,11 @@ def _table(r: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {k} | {v['wall_s']:.3f} | {v['cpu_s']:.3f} |" for k, v in r["phases"].items()]
+    sg = r.get("segments")
+    if sg:
+        lines.insert(1, f"compiled as {sg['parts']} segments, {sg['distinct']} distinct: {sg['halide_compiles']} Halide compiles")
+    if r.get("compile_whole_s"):
+        lines.append(f"| compile as one Halide pipeline (comparison) | {r['compile_whole_s']:.3f} | |")
     lines.append(f"| **total** | **{r['total_s']:.2f}** | {r['total_cpu_s']:.2f} |")
     verdict = "under" if r["under_target"] else "OVER"
     lines.append(

@@ -7,6 +7,7 @@ Mullapudi2016, Li2018) run on the same Funcs as baselines.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ TAIL = {
     "round_up": hl.TailStrategy.RoundUp,
 }
 _loaded_plugins: set[str] = set()
+_PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
 # Halide's per-buffer runtime checks (type, dims, bounds, allocation sizes) and bounds-query
 # mode are compiled out: the engine binds every buffer itself, at the pipeline's static
 # shapes, checked in Python (bind_inputs, make_runner). With a hundred weight inputs those
@@ -65,6 +67,19 @@ class Lowered:
 
     def output_funcs(self) -> list[hl.Func]:
         return [self.funcs[o] for o in self.pipeline.outputs]
+
+    # The calls a runner makes; engine/segments.py's Segmented answers the same ones.
+    def compile(self, profile: bool = False) -> float:
+        return compile_jit(self, profile)
+
+    def bind(self, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
+        return bind_inputs(self, arrays)
+
+    def runner(self, outs: dict[str, np.ndarray]) -> Any:
+        return make_runner(self, outs)
+
+    def profile_totals(self, text: str) -> dict[str, float]:
+        return parse_profile(text, [s.name for s in self.pipeline.stages])
 
 
 # --- algorithm ---------------------------------------------------------------------------
@@ -288,13 +303,30 @@ def output_arrays(p: Pipeline) -> dict[str, np.ndarray]:
     return {o: np.zeros(p.stage(o).shape, np.float32) for o in p.outputs}
 
 
+def check_outputs(p: Pipeline, outs: dict[str, np.ndarray]) -> None:
+    for o in p.outputs:  # Halide's own checks are compiled out
+        a = outs[o]
+        if a.shape != p.stage(o).shape or a.dtype != np.float32 or not a.flags.c_contiguous:
+            raise ValueError(f"output {o!r}: needs a C-contiguous float32 array of shape {p.stage(o).shape}")
+
+
+def parse_profile(text: str, stage_names: list[str]) -> dict[str, float]:
+    """Sum per-Func milliseconds over all of Halide's profiler reports in `text`."""
+    totals = {s: 0.0 for s in stage_names}
+    for line in text.splitlines():
+        m = _PROFILE_LINE.match(line)
+        if not m:
+            continue
+        name = m.group(1).split("$")[0]
+        if name in totals:
+            totals[name] += float(m.group(2))
+    return totals
+
+
 def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
     """A zero-argument callable that realizes into `outs` (numpy memory, no copies)."""
     assert low.hl_pipeline is not None
-    for o in low.pipeline.outputs:  # Halide's own checks are compiled out
-        a = outs[o]
-        if a.shape != low.pipeline.stage(o).shape or a.dtype != np.float32 or not a.flags.c_contiguous:
-            raise ValueError(f"output {o!r}: needs a C-contiguous float32 array of shape {low.pipeline.stage(o).shape}")
+    check_outputs(low.pipeline, outs)
     bufs = [hl.Buffer(outs[o]) for o in low.pipeline.outputs]
     hp = low.hl_pipeline
     dst = bufs if len(bufs) > 1 else bufs[0]

@@ -235,11 +235,31 @@ def _check_output_tail(loops: list[L.Loop], d: dict[str, Any], update: bool) -> 
                 f"factor {factor} does not divide loop {name!r} (extent {lp.extent}) of an output's update; "
                 "the rounded-up tail would write past the output: use a dividing factor or tail='guard_with_if'"
             )
+        if lp.extent % factor and tail == "round_up":
+            raise L.LoopError(
+                f"factor {factor} does not divide loop {name!r} (extent {lp.extent}) of an output and tail='round_up' "
+                "would write past the output: use a dividing factor or tail='guard_with_if'"
+            )
         if not update and factor > lp.extent and tail in ("auto", "shift_inwards"):
             raise L.LoopError(
                 f"factor {factor} exceeds loop {name!r} (extent {lp.extent}) of an output; "
                 "use a factor up to the extent or tail='guard_with_if'"
             )
+
+
+def writes_in_bounds(p: Pipeline, sched: Schedule, stage: str) -> bool:
+    """Whether the stage, computed into a buffer of exactly its own shape (as an output is),
+    writes only inside it: the splits' tails are the ones an output accepts."""
+    s = p.stage(stage)
+    for update in (False, True) if s.is_reduction else (False,):
+        loops = L.initial_loops(s, update)
+        for d in sched.of(stage).update if update else sched.of(stage).pure:
+            try:
+                _check_output_tail(loops, d, update)
+                loops = L.apply(loops, d)
+            except L.LoopError:
+                return False
+    return True
 
 
 def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:

@@ -5,10 +5,11 @@ Runs inside the worker (engine/measure.py starts it); returns a Measurement, nev
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import json
 import os
-import re
 import signal
 import statistics
 import sys
@@ -23,13 +24,14 @@ import numpy as np
 
 from . import halide_backend as HB
 from . import reference as R
+from . import segments
 from .ir import Pipeline
 from .measure import Job, Measurement, failed, host_fingerprint, summarize
 from .schedule import Schedule, ScheduleError
 
+Program = HB.Lowered | segments.Segmented
 _REF_CACHE: OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]] = OrderedDict()
-_COMPILED: OrderedDict[tuple[str, str], tuple[HB.Lowered, float]] = OrderedDict()
-_PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
+_COMPILED: OrderedDict[tuple[str, str], tuple[Program, float]] = OrderedDict()
 
 
 def main(job_fd: int, result_fd: int, threads: int) -> None:
@@ -63,9 +65,9 @@ def _execute(job: Job, threads: int) -> Measurement:
     p = Pipeline.from_json(job.pipeline)
     low, sched_key, compile_s = _compiled(p, job, threads)
     inputs, refs, method = _reference(p, job.seed, job.verify)
-    keep = HB.bind_inputs(low, inputs)
+    keep = low.bind(inputs)
     outs = HB.output_arrays(p)
-    run = HB.make_runner(low, outs)
+    run = low.runner(outs)
     for _ in range(max(1, job.warmup)):
         run()
     rounds = [_time(run, job) for _ in range(max(1, job.rounds))]
@@ -93,13 +95,13 @@ def _execute(job: Job, threads: int) -> Measurement:
             m.ok, m.error_kind, m.error = False, "verification", f"output does not match the reference: {v.message}"
             return m
     if job.profile:
-        HB.compile_jit(low, profile=True)
-        m.stages = _profile(p, run, m.median_ms or 0.0, job.min_time_s)
+        low.compile(profile=True)
+        m.stages = _profile(low, run, m.median_ms or 0.0, job.min_time_s)
     del keep
     return m
 
 
-def _compiled(p: Pipeline, job: Job, threads: int) -> tuple[HB.Lowered, str, float]:
+def _compiled(p: Pipeline, job: Job, threads: int) -> tuple[Program, str, float]:
     """The compiled pipeline for this job, reused from an earlier job of this worker when
     the pipeline and schedule are the same (so a benchmark can interleave variants in
     rounds without re-running an autoscheduler's search or recompiling)."""
@@ -109,13 +111,13 @@ def _compiled(p: Pipeline, job: Job, threads: int) -> tuple[HB.Lowered, str, flo
         _COMPILED.move_to_end(key)
         low, compile_s = _COMPILED[key]
         if low.compiled_for != "plain":  # the last job profiled it
-            HB.compile_jit(low)
+            low.compile()
         return low, sched_key, compile_s
     if job.autoscheduler:
         low = HB.autoschedule(p, job.autoscheduler, threads)
     else:
-        low = HB.lower(p, Schedule.from_json(job.schedule or {"stages": {}}))
-    compile_s = HB.compile_jit(low)
+        low = segments.lower(p, Schedule.from_json(job.schedule or {"stages": {}}))
+    compile_s = low.compile()
     _COMPILED[key] = (low, compile_s)
     while len(_COMPILED) > 8:
         _COMPILED.popitem(last=False)
@@ -165,14 +167,18 @@ def _fflush() -> None:
 
 def capture_fds(fn: Callable[[], Any]) -> str:
     """Run fn with file descriptors 1 and 2 sent to a temp file (Halide's runtime prints
-    there directly, below Python's sys.stdout), and return what was written."""
+    there directly, below Python's sys.stdout) and sys.stdout/stderr to a string (the
+    Halide module routes JIT prints, the profiler's reports among them, through
+    sys.stdout); return both, file first."""
+    sink = io.StringIO()
     with tempfile.TemporaryFile(mode="w+b") as tmp:
         _fflush()
         saved = os.dup(1), os.dup(2)
         os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
         try:
-            fn()
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                fn()
         finally:
             _fflush()
             os.dup2(saved[0], 1)
@@ -180,23 +186,10 @@ def capture_fds(fn: Callable[[], Any]) -> str:
             os.close(saved[0])
             os.close(saved[1])
         tmp.seek(0)
-        return tmp.read().decode(errors="replace")
+        return tmp.read().decode(errors="replace") + sink.getvalue()
 
 
-def parse_profile(text: str, stage_names: list[str]) -> dict[str, float]:
-    """Sum per-Func milliseconds over all the profiler's reports in `text`."""
-    totals = {s: 0.0 for s in stage_names}
-    for line in text.splitlines():
-        m = _PROFILE_LINE.match(line)
-        if not m:
-            continue
-        name = m.group(1).split("$")[0]
-        if name in totals:
-            totals[name] += float(m.group(2))
-    return totals
-
-
-def _profile(p: Pipeline, run: Callable[[], None], median_ms: float, min_time_s: float) -> dict[str, float]:
+def _profile(low: Program, run: Callable[[], None], median_ms: float, min_time_s: float) -> dict[str, float]:
     """Per-stage ms: the profiler's shares of time, scaled to the unprofiled median."""
     # The profiler samples about every millisecond: profile for at least 0.3 s in all.
     n = max(3, min(5000, int(max(min_time_s, 0.3) * 1000 / max(median_ms, 1e-3))))
@@ -205,7 +198,7 @@ def _profile(p: Pipeline, run: Callable[[], None], median_ms: float, min_time_s:
         for _ in range(n):
             run()
 
-    totals = parse_profile(capture_fds(runs), [s.name for s in p.stages])
+    totals = low.profile_totals(capture_fds(runs))
     whole = sum(totals.values())
     if whole <= 0:
         return {}

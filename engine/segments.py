@@ -1,0 +1,263 @@
+"""Large pipelines compile as segments: groups of stages cut at buffers computed at root,
+each its own Halide pipeline, identical segments compiled once.
+
+Why: LLVM's JIT compile of one Halide pipeline grows with its loop nests (ResNet-50's 139
+stages: 4.6 s as one pipeline), while a network repeats its layer shapes (51 distinct
+stages in those 139). A segment's key is its canonical form (inputs and stages renamed by
+position, plus its schedule), so identical segments share compiled code, kept per process
+(LRU): editing one stage of a big model recompiles only that stage's segment. Segments run
+in order on intermediate buffers allocated once per runner. The cut never changes what is
+computed: every stage still covers its whole declared extent (the IR checks that reads stay
+inside), and a stage whose tail would write past its own extent stays with its consumers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import halide as hl
+import numpy as np
+
+from . import expr as E
+from . import halide_backend as HB
+from .ir import Input, Pipeline, Stage, canonical_hash
+from .sampler import effective_consumers
+from .schedule import Schedule, ScheduleError, StageSchedule, validate, writes_in_bounds
+
+SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
+MAX_SEGMENT_STAGES = 24  # consecutive one-off stages are grouped up to this many per compile
+CACHE_SIZE = 512
+_CACHE: OrderedDict[tuple[str, bool], HB.Lowered] = OrderedDict()
+_MARKER = "@@segment "
+_CANON = re.compile(r"\b([is]\d+)\b")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Stages compiled together (topological order; an inlined producer is repeated in every
+    segment that reads it), what they read from outside and what others read from them."""
+
+    stages: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class _Part:
+    seg: Segment
+    key: str
+    pipeline: Pipeline  # canonical: inputs i0.., stages s0..
+    schedule: Schedule
+    names: dict[str, str]  # canonical name -> real name
+
+
+# --- partition ---------------------------------------------------------------------------
+def units(p: Pipeline, sched: Schedule) -> list[list[str]]:
+    """The smallest groups of non-inlined stages that must compile together, as runs of the
+    topological order: a stage computed or stored inside another's loops joins it and its
+    consumers, and so does a root stage whose tail would write past its own extent."""
+    kind = {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
+    mat = [n for n in p.stage_order if kind[n] != "compute_inline"]
+    pos = {n: k for k, n in enumerate(mat)}
+    reach = list(range(len(mat)))  # reach[k]: the last position that must share k's group
+    for n in mat:
+        ss = sched.of(n)
+        cons = [pos[c] for c in effective_consumers(p, sched, n)]
+        joined = [pos[d["consumer"]] for d in ss.pure if d["kind"] in ("compute_at", "store_at")]
+        if kind[n] != "compute_root" or joined or not writes_in_bounds(p, sched, n):
+            reach[pos[n]] = max([pos[n], *cons, *joined])
+    groups: list[list[str]] = []
+    end = -1
+    for k, n in enumerate(mat):
+        if k > end:
+            groups.append([])
+        groups[-1].append(n)
+        end = max(end, reach[k])
+    return groups
+
+
+def partition(p: Pipeline, sched: Schedule, max_stages: int = MAX_SEGMENT_STAGES) -> list[Segment]:
+    """Units grouped into segments: a unit that recurs (same canonical form elsewhere) is a
+    segment of its own so its compiled code is shared; runs of one-off units are grouped
+    (up to `max_stages`) so they pay LLVM's fixed cost per compile once."""
+    us = units(p, sched)
+    keys = [_canonical(p, sched, _segment(p, sched, [u]))[0] for u in us]
+    count = Counter(keys)
+    groups: list[list[list[str]]] = []
+    open_run = False  # the last group holds one-off units and may take more
+    for u, k in zip(us, keys, strict=True):
+        one_off = count[k] == 1
+        if one_off and open_run and sum(map(len, groups[-1])) + len(u) <= max_stages:
+            groups[-1].append(u)
+        else:
+            groups.append([u])
+        open_run = one_off
+    return [_segment(p, sched, g) for g in groups]
+
+
+def _segment(p: Pipeline, sched: Schedule, group: list[list[str]]) -> Segment:
+    members = {n for u in group for n in u}
+    kind = {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
+    todo = list(members)
+    while todo:  # inlined producers come along
+        for src in p.stage(todo.pop()).sources():
+            if src in p.stage_map and kind[src] == "compute_inline" and src not in members:
+                members.add(src)
+                todo.append(src)
+    stages = tuple(n for n in p.stage_order if n in members)
+    inputs: dict[str, None] = {}
+    for n in stages:
+        for src in p.stage(n).sources():
+            if src not in members:
+                inputs.setdefault(src, None)
+    outs = tuple(n for n in stages if kind[n] != "compute_inline" and (n in p.outputs or any(c not in members for c in p.consumers(n))))
+    return Segment(stages, tuple(inputs), outs)
+
+
+def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipeline, Schedule, dict[str, str]]:
+    """The segment renamed by position (inputs i0.., stages s0..) with its schedule, and its key."""
+    ren = {n: f"i{k}" for k, n in enumerate(seg.inputs)} | {n: f"s{k}" for k, n in enumerate(seg.stages)}
+
+    def rename(e: E.Expr) -> E.Expr:
+        return E.rebuild(e, lambda x: E.Access(ren[x.source], x.index) if isinstance(x, E.Access) else None)
+
+    ins = [Input(ren[n], p.shape_of(n)) for n in seg.inputs]
+    stages = []
+    for n in seg.stages:
+        s = p.stage(n)
+        upd = rename(s.update) if s.update is not None else None
+        stages.append(Stage(ren[n], s.dims, rename(s.value), s.rdom, upd, s.reduce, s.op))
+    cp = Pipeline("segment", ins, stages, [ren[n] for n in seg.outputs])
+    cs = Schedule({ren[n]: _renamed(sched.of(n), ren) for n in seg.stages}, sched.name)
+    body = {"p": cp.to_json(), "s": cs.to_json()}
+    body["p"].pop("name", None)
+    body["s"].pop("name", None)
+    return canonical_hash(body), cp, cs, {v: k for k, v in ren.items()}
+
+
+def _renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
+    pure = [dict(d, consumer=ren[d["consumer"]]) if "consumer" in d else dict(d) for d in ss.pure]
+    return StageSchedule(pure, [dict(d) for d in ss.update])
+
+
+# --- compile and run ---------------------------------------------------------------------
+@dataclass
+class Segmented:
+    """A pipeline lowered as segments; the same calls as HB.Lowered (compile, bind, runner,
+    profile_totals), so the worker runs either."""
+
+    pipeline: Pipeline
+    parts: list[_Part]
+    compiled_for: str | None = None
+    compiles: int = 0  # Halide compiles the last `compile` did (the rest came from the cache)
+    extra: dict[str, Any] = field(default_factory=dict)
+    schedule_source: str = ""
+    _compiled: dict[str, HB.Lowered] = field(default_factory=dict)
+    _inputs: dict[str, hl.Buffer] = field(default_factory=dict)
+
+    @property
+    def unique(self) -> int:
+        return len({pt.key for pt in self.parts})
+
+    def compile(self, profile: bool = False) -> float:
+        t0 = time.perf_counter()
+        self.compiles = 0
+        compiled: dict[str, HB.Lowered] = {}
+        for pt in self.parts:
+            if pt.key not in compiled:
+                compiled[pt.key] = self._compile_part(pt, profile)
+        self._compiled, self.compiled_for = compiled, "profile" if profile else "plain"
+        return time.perf_counter() - t0
+
+    def _compile_part(self, pt: _Part, profile: bool) -> HB.Lowered:
+        ck = (pt.key, profile)
+        if ck in _CACHE:
+            _CACHE.move_to_end(ck)
+            return _CACHE[ck]
+        try:
+            low = HB.lower(pt.pipeline, pt.schedule)
+            HB.compile_jit(low, profile)
+        except ScheduleError as exc:
+            real = _CANON.sub(lambda m: pt.names.get(m.group(1), m.group(1)), exc.reason)
+            raise ScheduleError(pt.names.get(exc.stage, exc.stage), real, exc.directive, exc.index, exc.update) from None
+        self.compiles += 1
+        _CACHE[ck] = low
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+        return low
+
+    def bind(self, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
+        self._inputs = {}
+        for i in self.pipeline.inputs:
+            a = np.ascontiguousarray(arrays[i.name], dtype=np.float32)
+            if a.shape != i.shape:  # Halide's own checks are compiled out
+                raise ValueError(f"input {i.name!r}: array of shape {a.shape}, the pipeline declares {i.shape}")
+            self._inputs[i.name] = hl.Buffer(a)
+        return list(self._inputs.values())
+
+    def runner(self, outs: dict[str, np.ndarray]) -> Callable[[], None]:
+        """Runs the segments in order; buffers between them are allocated here, once."""
+        p = self.pipeline
+        HB.check_outputs(p, outs)
+        arrays: dict[str, np.ndarray] = {}
+        bufs: dict[str, hl.Buffer] = dict(self._inputs)
+        for pt in self.parts:
+            for n in pt.seg.outputs:
+                arrays[n] = outs[n] if n in p.outputs else np.empty(p.stage(n).shape, np.float32)
+                bufs[n] = hl.Buffer(arrays[n])
+        steps = []
+        for k, pt in enumerate(self.parts):
+            canon = {v: c for c, v in pt.names.items()}
+            binds = [(canon[n], bufs[n]) for n in pt.seg.inputs]
+            dst = [bufs[n] for n in pt.seg.outputs]
+            steps.append((k, pt.key, binds, dst if len(dst) > 1 else dst[0]))
+
+        def run() -> None:
+            marker = self.compiled_for == "profile"
+            for k, key, binds, dst in steps:
+                low = self._compiled[key]
+                for name, b in binds:
+                    low.params[name].set(b)
+                if marker:  # the profiler reports in canonical names: say whose report follows
+                    print(f"\n{_MARKER}{k}", flush=True)  # the same stream as Halide's reports
+                low.hl_pipeline.realize(dst)
+
+        run.buffers = list(bufs.values())  # type: ignore[attr-defined]
+        run.arrays = arrays  # type: ignore[attr-defined]
+        return run
+
+    def profile_totals(self, text: str) -> dict[str, float]:
+        """Per-stage profiler ms from the reports of a profiled run, in real stage names."""
+        totals = {s.name: 0.0 for s in self.pipeline.stages}
+        for chunk in text.split(_MARKER)[1:]:
+            head, _, body = chunk.partition("\n")
+            pt = self.parts[int(head)]
+            for canon, ms in HB.parse_profile(body, list(pt.names)).items():
+                real = pt.names[canon]
+                if real in totals:
+                    totals[real] += ms
+        return totals
+
+
+def lower(p: Pipeline, sched: Schedule, segmented: bool | None = None, max_stages: int = MAX_SEGMENT_STAGES) -> HB.Lowered | Segmented:
+    """Lower for running: as segments when the pipeline is large (or `segmented` says so),
+    else as one Halide pipeline."""
+    if segmented is None:
+        segmented = len(p.stages) >= SEGMENT_MIN_STAGES
+    if not segmented:
+        return HB.lower(p, sched)
+    validate(p, sched)
+    parts = []
+    for seg in partition(p, sched, max_stages):
+        key, cp, cs, names = _canonical(p, sched, seg)
+        parts.append(_Part(seg, key, cp, cs, names))
+    return Segmented(p, parts)
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
