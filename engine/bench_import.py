@@ -8,7 +8,9 @@ nothing is reused between repeats:
   import    onnx load + check + shape inference + BN folding + mapping + weights .npz -> Pipeline
   schedule  the default schedule, validated
   lower     Halide Funcs, the schedule applied, the Halide pipeline
-  compile   Halide lowering + LLVM JIT compile (what the worker does before its first run)
+  compile   Halide lowering + LLVM JIT compile (what the worker does before its first run;
+            a large pipeline compiles as segments, engine/segments.py, and the segment cache
+            is cleared before each repeat; `--compare-whole N` also times it as one pipeline)
 
 Halide JIT-compiles its own runtime once per process; a warm-up compile of a one-stage
 pipeline pays that first (a measurement worker lives on between jobs) and it is reported

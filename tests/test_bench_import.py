@@ -17,7 +17,7 @@ MODEL = Path(__file__).resolve().parent.parent / "resources" / "models" / "small
 
 def test_bench_import_times_every_phase(tmp_path, capsys) -> None:  # noqa: ANN001
     out = tmp_path / "r.json"
-    assert cli.main(["bench", "import", "--model", str(MODEL), "--repeats", "2", "--json", "--out", str(out)]) == 0
+    assert cli.main(["bench", "import", "--model", str(MODEL), "--repeats", "2", "--compare-whole", "1", "--json", "--out", str(out)]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r == json.loads(out.read_text())
     assert list(r["phases"]) == ["import", "schedule", "lower", "compile"] and len(r["runs"]) == 2
@@ -25,6 +25,7 @@ def test_bench_import_times_every_phase(tmp_path, capsys) -> None:  # noqa: ANN0
     assert r["total_s"] == sum(sorted(sum(run[k]["wall_s"] for k in r["phases"]) for run in r["runs"])) / 2
     assert r["model"]["stages"] > 5 and r["under_target"] == (r["total_s"] < 5.0) and r["verify"] is None
     assert "| compile |" in r["table"]
+    assert r["segments"] is None and len(r["compile_whole_runs"]) == 1 and r["compile_whole_s"] > 0  # small: one pipeline
 
 
 def test_weights_file_is_reproducible_and_loadable(tmp_path) -> None:  # noqa: ANN001
