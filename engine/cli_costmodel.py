@@ -57,6 +57,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--choose", action="store_true", help="write default.json: the app and search then use the model best at ranking unseen pipelines"
     )
     e.add_argument("--json", action="store_true")
+    c = sub.add_parser("calibrate", help="measure the zoo at full size and compare every model's predictions with the measurements")
+    c.add_argument("--db", help="SQLite file for the measurements (default: the user's measurement database)")
+    c.add_argument("--models-dir", help="model directory (default: the first with trained models)")
+    c.add_argument("--pipelines", help="comma-separated zoo names (default: all)")
+    c.add_argument("--size", choices=["small", "full"], default="full")
+    c.add_argument("--threads", type=int, default=None)
+    c.add_argument("--json", action="store_true")
     x = sub.add_parser("export", help="write the dataset as a small .jsonl.gz file (pipelines, schedules, verified timings)")
     x.add_argument("--db", help="SQLite file")
     x.add_argument("--out", required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
@@ -92,7 +99,7 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return {"generate": _generate, "train": _train, "eval": _eval, "export": _export}[args.costmodel](args)
+        return {"generate": _generate, "train": _train, "eval": _eval, "export": _export, "calibrate": _calibrate}[args.costmodel](args)
     except (ValueError, FileNotFoundError) as exc:  # DatasetFileError is a ValueError
         raise api.InputError(str(exc)) from None
 
@@ -132,14 +139,43 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from .costmodel import SHIPPED, model_dirs  # noqa: PLC0415
-    from .costmodel.evaluate import choose, evaluate  # noqa: PLC0415
-    from .costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
+def _models_dir(args: argparse.Namespace) -> str:
+    from .costmodel import model_dirs  # noqa: PLC0415
 
     d = args.models_dir or next((str(x) for x in model_dirs() if (x / "split.json").exists()), None)
     if d is None:
         raise FileNotFoundError("no trained cost models found (run `costmodel train`, or give --models-dir)")
+    return d
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from . import zoo  # noqa: PLC0415
+    from .costmodel import AnalyticModel  # noqa: PLC0415
+    from .costmodel.calibration import calibrate, table  # noqa: PLC0415
+    from .costmodel.train import load_models  # noqa: PLC0415
+    from .database import Database, default_path  # noqa: PLC0415
+    from .measure import Runner, default_threads  # noqa: PLC0415
+
+    d = _models_dir(args)
+    models = {"analytic": AnalyticModel(), **load_models(d)}
+    names = [n.strip() for n in args.pipelines.split(",")] if args.pipelines else zoo.names()
+    unknown = [n for n in names if n not in zoo.ZOO]
+    if unknown:
+        raise ValueError(f"unknown zoo pipelines {unknown} (choose from {', '.join(zoo.names())})")
+    with Database(args.db or default_path()) as db, Runner(args.threads or default_threads()) as runner:
+        res = calibrate(models, names, runner, db, size=args.size, progress=_err)  # type: ignore[arg-type]
+    res["models_dir"] = d
+    res["table"] = table(res)
+    _print(args, res, res["table"])
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .costmodel import SHIPPED  # noqa: PLC0415
+    from .costmodel.evaluate import choose, evaluate  # noqa: PLC0415
+    from .costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
+
+    d = _models_dir(args)
     if args.db is None and Path(d).resolve() == SHIPPED.resolve():
         args.db = str(SHIPPED_DATASET)  # the shipped models are evaluated on the data they were trained on
     res = evaluate(_db(args), d, with_analytic=not args.no_analytic)
