@@ -37,7 +37,7 @@ from . import loopnest
 from . import loops as L
 from .features import affine
 from .ir import Pipeline, Stage
-from .schedule import Schedule, StageSchedule, final_loops, validate
+from .schedule import Schedule, StageSchedule, effective_consumers, final_loops, validate
 
 Directive = dict[str, Any]
 Location = tuple[str, ...]  # ("root",), ("inline",) or ("at", consumer, loop)
@@ -53,15 +53,6 @@ def _as_random(rng: random.Random | np.random.Generator) -> random.Random:
 # --- where a stage may be computed ---------------------------------------------------------
 def _inlined(sched: Schedule, name: str) -> bool:
     return sched.of(name).compute()["kind"] == "compute_inline"
-
-
-def effective_consumers(p: Pipeline, sched: Schedule, name: str) -> set[str]:
-    """Non-inlined stages that read `name`, directly or through inlined stages."""
-    out: set[str] = set()
-    for c in p.consumers(name):
-        if c in p.stage_map:
-            out |= effective_consumers(p, sched, c) if _inlined(sched, c) else {c}
-    return out
 
 
 def _under_select(p: Pipeline, sched: Schedule, e: E.Expr, name: str, inside: bool = False) -> bool:

@@ -262,6 +262,31 @@ def writes_in_bounds(p: Pipeline, sched: Schedule, stage: str) -> bool:
     return True
 
 
+def effective_consumers(p: Pipeline, sched: Schedule, name: str) -> set[str]:
+    """Non-inlined stages that read `name`, directly or through inlined stages."""
+    out: set[str] = set()
+    for c in p.consumers(name):
+        if c in p.stage_map:
+            out |= effective_consumers(p, sched, c) if sched.of(c).compute()["kind"] == "compute_inline" else {c}
+    return out
+
+
+def _computed_inside(p: Pipeline, sched: Schedule, stage: str, consumer: str, loop: str) -> bool:
+    """Whether `stage` is computed within `consumer`'s loop `loop` (at it or deeper), following
+    its chain of compute_at locations."""
+    cur, seen = stage, set()
+    while cur not in seen:
+        seen.add(cur)
+        d = sched.of(cur).compute()
+        if d["kind"] != "compute_at" or d["consumer"] not in p.stage_map:
+            return False
+        if d["consumer"] == consumer:
+            names = [lp.name for lp in final_loops(p, sched, consumer)]
+            return d["loop"] in names and loop in names and names.index(d["loop"]) >= names.index(loop)
+        cur = d["consumer"]
+    return False
+
+
 def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
     """Loops of the stage's last definition: where compute_at of its producers lands."""
     return definition_loops(p, sched, stage, p.stage(stage).is_reduction)
@@ -274,6 +299,8 @@ def validate(p: Pipeline, sched: Schedule) -> None:
             raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
     for s in p.stages:
         validate_stage(p, sched, s.name)
+    for s in p.stages:  # across stages: needs every stage's own directives checked first
+        _check_enclosed(p, sched, s.name)
 
 
 def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
@@ -288,6 +315,26 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
     for k, d in enumerate(ss.pure):
         if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
             _check_location(p, sched, s.name, d, k)
+
+
+def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
+    """A stage computed or stored inside a loop must have every stage that reads it inside
+    that loop too (Halide rejects it otherwise, later and less clearly)."""
+    for k, d in enumerate(sched.of(stage).pure):
+        if d["kind"] not in ("compute_at", "store_at"):
+            continue
+        consumer, loop = d["consumer"], d["loop"]
+        readers = effective_consumers(p, sched, stage) - {consumer}
+        outside = sorted(c for c in readers if not _computed_inside(p, sched, c, consumer, loop))
+        if outside:
+            raise ScheduleError(
+                stage,
+                f"{', '.join(map(repr, outside))} also read{'s' if len(outside) == 1 else ''} it but "
+                f"{'is' if len(outside) == 1 else 'are'} not computed inside {consumer}.{loop}: "
+                "place it at a loop that encloses every stage that reads it",
+                d,
+                k,
+            )
 
 
 def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any], k: int) -> None:
@@ -310,6 +357,7 @@ def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any],
         names = [lp.name for lp in final_loops(p, sched, consumer)]
         if d["loop"] not in names:
             fail(f"{consumer!r} has no loop {d['loop']!r} (its loops: {', '.join(names)})")
+
     if kind in STORE_KINDS and sched.of(stage).compute()["kind"] == "compute_inline":
         fail("an inlined stage has no storage to place")
 

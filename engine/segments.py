@@ -26,8 +26,7 @@ import numpy as np
 from . import expr as E
 from . import halide_backend as HB
 from .ir import Input, Pipeline, Stage, canonical_hash
-from .sampler import effective_consumers
-from .schedule import Schedule, ScheduleError, StageSchedule, validate, writes_in_bounds
+from .schedule import Schedule, ScheduleError, StageSchedule, effective_consumers, validate, writes_in_bounds
 
 SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
 MAX_SEGMENT_STAGES = 24  # consecutive one-off stages are grouped up to this many per compile

@@ -14,7 +14,8 @@ def test_calibrate_measures_once_and_scores_every_model(tmp_path, capsys) -> Non
     args = ["costmodel", "calibrate", "--db", str(db), "--models-dir", str(SHIPPED), "--pipelines", "blur,matmul", "--size", "small"]
     assert cli.main([*args, "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert [(x["pipeline"], x["schedule"]) for x in r["rows"]] == [(p, s) for p in ("blur", "matmul") for s in ("default", "hand", "heuristic")]
+    expected = [(p, s) for p in ("blur", "matmul") for s in ("default", "hand", "heuristic")]
+    assert [(x["pipeline"], x["schedule"]) for x in r["rows"]] == expected
     assert all(x["measured_ms"] > 0 and set(x["predicted_ms"]) == {"analytic", "gnn", "halide", "tvm"} for x in r["rows"])
     for m in r["models"].values():
         assert m["n"] == 6 and m["mean_abs_log_err"] >= 0 and 0 <= m["within_2x"] <= 1 and 0 <= m["order_acc"] <= 1

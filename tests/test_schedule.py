@@ -89,12 +89,36 @@ def test_invalid_schedules_raise_one_clear_error(pipe, stage, directives, update
         assert directives[0]["kind"] in str(info.value)
 
 
-def test_halide_rejection_becomes_schedule_error():
+def test_producer_placed_outside_one_of_its_consumers_is_rejected_by_validation():
     # Ix is read by Ixx and Ixy; computing it inside Ixx's loop leaves Ixy without it.
     p = zoo.get("harris", "small")
     s = Schedule()
     S(s, "Ix").compute_at("Ixx", "y")
-    validate(p, s)  # the engine alone cannot see this one
+    with pytest.raises(ScheduleError, match=r"'Ixy' also reads it but is not computed inside Ixx.y") as info:
+        validate(p, s)
+    assert info.value.stage == "Ix"
+    # Both readers inside harris's row loop (through inlined Ixx/Ixy, then Sxx/Sxy at harris.x):
+    # accepted, and Halide agrees.
+    ok = Schedule()
+    for n in ("Ixx", "Ixy"):
+        S(ok, n).compute_inline()
+    for n in ("Sxx", "Sxy"):
+        S(ok, n).compute_at("harris", "x")
+    S(ok, "Ix").compute_at("harris", "y")
+    validate(p, ok)
+    HB.compile_jit(HB.lower(p, ok))
+    S(ok, "Ix").compute_at("harris", "x")  # the last directive wins: now at x, but Sxy ...
+    S(ok, "Sxy").compute_at("harris", "y")  # ... is computed at y, outside harris.x
+    with pytest.raises(ScheduleError, match=r"'Sxy' also reads it but is not computed inside harris.x"):
+        validate(p, ok)
+
+
+def test_halide_rejection_becomes_schedule_error(monkeypatch):
+    # Whatever the validator misses, Halide's own error comes back as a ScheduleError naming the stage.
+    p = zoo.get("harris", "small")
+    s = Schedule()
+    S(s, "Ix").compute_at("Ixx", "y")
+    monkeypatch.setattr(HB, "validate", lambda p, s: None)
     with pytest.raises(ScheduleError, match="Halide rejected it") as info:
         low = HB.lower(p, s)
         HB.compile_jit(low)
