@@ -18,8 +18,13 @@ from typing import Any
 from .frontends.nd_ops import TensorOps
 from .ir import Pipeline
 
-# Total FLOPs of the pipeline (its default schedule is serial and scalar: ~1 GFLOP/s).
-FLOP_BUDGET = {"small": 1e7, "medium": 1e8}
+# Total FLOPs of the pipeline (its default schedule is serial and scalar: ~1 GFLOP/s). The
+# zoo at full size spans 5e7..1e10: training on medium and large too lets the learned
+# models extrapolate there (`costmodel calibrate` measures how well).
+FLOP_BUDGET = {"small": 1e7, "medium": 1e8, "large": 1e9}
+# Extents of images (H, W) and matrices (M, K, N) scale with the size, so larger sizes are
+# larger tensors rather than only more ops under a larger budget.
+SCALE = {"small": 1, "medium": 2, "large": 4}
 ACTIVATIONS = ("relu", "relu6", "sigmoid", "tanh", "gelu")
 
 
@@ -31,7 +36,7 @@ class _Gen:
             raise ValueError(f"unknown size {size!r} (choose from {', '.join(FLOP_BUDGET)})")
         self.rng = random.Random(seed)
         self.b = TensorOps(f"rand_{seed}", f"random pipeline (seed {seed}, {size})")
-        self.max_stages, self.budget = max_stages, FLOP_BUDGET[size]
+        self.max_stages, self.budget, self.scale = max_stages, FLOP_BUDGET[size], SCALE[size]
         self.pool: list[str] = []  # tensors (inputs and stages) that later ops may read
         self.n_inputs = 0
 
@@ -133,7 +138,7 @@ class _Gen:
         other = [u for u in self.pool if u != a and len(self.shape(u)) == 2 and self.shape(u)[1] == k]
         if other and r.random() < 0.3:  # a @ b^T of two tensors (attention scores)
             return self.b.matmul(self.b.fresh("matmul"), a, r.choice(other), b_transposed=True)
-        n = r.choice((32, 64, 128))
+        n = r.choice((32, 64, 128)) * self.scale
         wt = self.weight((k, n), 1.0 / max(1, k) ** 0.5)
         bias = self.weight((n,)) if r.random() < 0.5 else None
         return self.b.matmul(self.b.fresh("matmul"), a, wt, bias)
@@ -192,11 +197,11 @@ class _Gen:
     def start(self) -> None:
         r = self.rng
         if r.random() < 0.6:
-            c, h = r.choice((3, 4, 8, 16, 32)), r.choice((16, 24, 32, 48, 64))
-            w = h if r.random() < 0.7 else r.choice((16, 24, 32, 40, 64))
+            c, h = r.choice((3, 4, 8, 16, 32)), r.choice((16, 24, 32, 48, 64)) * self.scale
+            w = h if r.random() < 0.7 else r.choice((16, 24, 32, 40, 64)) * self.scale
             shape: tuple[int, ...] = (1, c, h, w)
         else:
-            shape = (r.choice((32, 48, 64, 96, 128, 192)), r.choice((32, 64, 96, 128)))
+            shape = (r.choice((32, 48, 64, 96, 128, 192)) * self.scale, r.choice((32, 64, 96, 128)) * self.scale)
         self.pool.append(self.b.input("input", shape))
         if r.random() < 0.3:
             self.pool.append(self.b.input("input2", shape))

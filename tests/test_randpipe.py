@@ -44,8 +44,15 @@ def test_declaration_matches_the_operator_reference(seed):
         assert abs(ref[o] - got[o]).max() <= 1e-4 * max(1.0, abs(ref[o]).max())
 
 
-def test_medium_size_is_bigger():
-    assert FLOP_BUDGET["medium"] > FLOP_BUDGET["small"]
+def test_larger_sizes_are_larger_tensors_under_larger_budgets():
+    assert FLOP_BUDGET["small"] < FLOP_BUDGET["medium"] < FLOP_BUDGET["large"]
     assert random_pipeline(5, size="medium").name == "rand_5"
+    for seed in range(8):
+        small, large = random_pipeline(seed), random_pipeline(seed, size="large")
+        s_in, l_in = small.input_map["input"].shape, large.input_map["input"].shape
+        assert l_in[-2:] == tuple(4 * n for n in s_in[-2:]) and l_in[:-2] == s_in[:-2]  # same seed: the same kind, 4x the extent
+        assert large.flops() <= FLOP_BUDGET["large"]
+    flops = [(random_pipeline(s).flops(), random_pipeline(s, size="large").flops()) for s in range(20)]
+    assert sum(b for _, b in flops) > 20 * sum(a for a, _ in flops)
     with pytest.raises(ValueError):
         random_pipeline(5, size="huge")
