@@ -200,15 +200,23 @@ class Segmented:
         return list(self._inputs.values())
 
     def runner(self, outs: dict[str, np.ndarray]) -> Callable[[], None]:
-        """Runs the segments in order; buffers between them are allocated here, once."""
+        """Runs the segments in order; buffers between them are allocated here, once, and
+        one whose last reader has run is reused by a later segment's output of its shape."""
         p = self.pipeline
         HB.check_outputs(p, outs)
         arrays: dict[str, np.ndarray] = {}
         bufs: dict[str, hl.Buffer] = dict(self._inputs)
-        for pt in self.parts:
+        last = {n: k for k, pt in enumerate(self.parts) for n in pt.seg.inputs if n in p.stage_map and n not in p.outputs}
+        free: dict[tuple[int, ...], list[np.ndarray]] = {}
+        for k, pt in enumerate(self.parts):
             for n in pt.seg.outputs:
-                arrays[n] = outs[n] if n in p.outputs else np.empty(p.stage(n).shape, np.float32)
+                shape = p.stage(n).shape
+                pool = free.get(shape)
+                arrays[n] = outs[n] if n in p.outputs else pool.pop() if pool else np.empty(shape, np.float32)
                 bufs[n] = hl.Buffer(arrays[n])
+            for n in pt.seg.inputs:  # after this segment's outputs are placed: never read and written at once
+                if last.get(n) == k:
+                    free.setdefault(arrays[n].shape, []).append(arrays[n])
         steps = []
         for k, pt in enumerate(self.parts):
             canon = {v: c for c, v in pt.names.items()}
