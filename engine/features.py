@@ -23,7 +23,7 @@ from . import loopnest
 from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from .loopnest import LoopNest, Placement
 
-VERSION = 1
+VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,7 @@ SCHEDULE = _t(
     ("loads_dense", True, "loads contiguous along the vectorized (else innermost) loop"),
     ("loads_broadcast", True, "loads invariant along the vectorized (else innermost) loop"),
     ("loads_gather", True, "loads strided or indirect along the vectorized (else innermost) loop"),
+    ("analytic_ns", True, "the analytic roofline's estimate of the stage on one core, in ns (the GNN learns a correction to it)"),
 )
 
 FEATURES: tuple[Feature, ...] = ALGORITHM + SCHEDULE
@@ -407,8 +408,15 @@ def _row(values: dict[str, float], index: dict[str, int], n: int) -> np.ndarray:
 
 def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
     """[n_stages, N_FEATURES] float32, one row per stage in `pipeline.stages` order."""
+    from .costmodel.analytic import AnalyticModel  # noqa: PLC0415  # (the cost-model package imports this module's users)
+
     p = nest.pipeline
-    rows = [_row(algorithm_features(p, s) | schedule_features(nest, s.name), INDEX, N_FEATURES) for s in p.stages]
+    # One core: the feature must not depend on the machine computing it.
+    est = AnalyticModel(cores=1).stage_ms(nest)
+    rows = [
+        _row(algorithm_features(p, s) | schedule_features(nest, s.name) | {"analytic_ns": est[s.name] * 1e6}, INDEX, N_FEATURES)
+        for s in p.stages
+    ]
     x = np.stack(rows)
     if log:
         x[:, _LOG] = np.log1p(np.maximum(x[:, _LOG], 0.0))

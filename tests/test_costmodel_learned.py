@@ -242,3 +242,26 @@ def test_a_training_step_reduces_the_loss_on_a_fixed_batch(synthetic):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.9 * losses[0]
+
+
+def test_gnn_learns_a_correction_to_the_analytic_estimate():
+    """With its head's last layer zeroed the GNN predicts exactly the one-core analytic
+    estimate: what it learns is a per-stage correction, so it scales with size like the estimate."""
+    import torch
+
+    from engine import zoo
+    from engine.costmodel.dataset import sample_of
+    from engine.costmodel.gnn import GNN_NAME, StageCostNet, TorchCostModel
+
+    samples = [sample_of(zoo.get(n, size), default_schedule(zoo.get(n, size))) for n in ("blur", "matmul") for size in ("small", "full")]
+    net = StageCostNet(16, 2)
+    net.norm.fit(samples)
+    with torch.no_grad():
+        net.head[-1].weight.zero_()
+        net.head[-1].bias.zero_()
+    net.eval()
+    got, _ = TorchCostModel(net, GNN_NAME, {}).predict_samples(samples)
+    want = [AnalyticModel(cores=1).predict(zoo.get(n, size), default_schedule(zoo.get(n, size))).total_ms
+            for n in ("blur", "matmul") for size in ("small", "full")]  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+    assert got[1] > 100 * got[0]  # blur full vs small: the estimate carries the size

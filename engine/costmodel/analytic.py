@@ -34,7 +34,12 @@ class AnalyticModel:
 
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
         """`nest` may be passed when the caller already built the loop nest of (p, s)."""
-        nest = nest or build(p, s)
+        stages = self.stage_ms(nest or build(p, s))
+        return Prediction(self.name, sum(stages.values()), stages)
+
+    def stage_ms(self, nest: LoopNest) -> dict[str, float]:
+        """Estimated ms per stage (0 for an inlined one)."""
+        p = nest.pipeline
         stages: dict[str, float] = {}
         for name, pl in nest.placements.items():
             if pl.compute == "inline":
@@ -57,4 +62,4 @@ class AnalyticModel:
             reads *= BYTES_PER_ELEMENT
             memory_s = (pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations) / bw
             stages[name] = 1000 * (max(compute_s, memory_s) + pl.realizations * REALIZATION_US * 1e-6)
-        return Prediction(self.name, sum(stages.values()), stages)
+        return stages

@@ -139,11 +139,17 @@ class StageCostNet(nn.Module):
         self.head = _mlp(hidden, hidden, 1)
 
     def stage_log_costs(self, b: GraphBatch) -> Tensor:
+        """Per stage: the analytic estimate's log ms plus a learned correction. The estimate
+        scales with the work and the bytes, so predictions follow it to sizes the training
+        data never reached; the network learns what it gets wrong."""
         h = torch.relu(self.enc(b.x))
         e = torch.relu(self.edge_enc(b.edge_attr))
         for layer in self.layers:
             h = layer(h, b.edge_index, e)
-        return torch.where(b.costed, self.head(h).squeeze(1), torch.full_like(h[:, 0], MASKED))
+        k = F.INDEX["analytic_ns"]
+        raw = b.x[:, k] * self.norm.x_std[k] + self.norm.x_mean[k]  # log1p(ns), as stored
+        base = torch.log(torch.expm1(raw).clamp(min=1e-3)) - math.log(1e6)
+        return torch.where(b.costed, self.head(h).squeeze(1) + base, torch.full_like(h[:, 0], MASKED))
 
     def forward(self, b: GraphBatch) -> tuple[Tensor, Tensor]:
         """(per-stage log cost [N], log total per graph [G])."""
@@ -165,6 +171,11 @@ def targets_of(samples: Sequence[Sample], target: str) -> np.ndarray:
     elif target != "log":
         raise ValueError(f"unknown target {target!r} (log or relative)")
     return y
+
+
+def analytic_ms(s: Sample) -> float:
+    """The analytic estimate of the whole sample (its costed stages), from the stored feature."""
+    return float(np.expm1(s.nodes[s.costed, F.INDEX["analytic_ns"]].astype(np.float64)).sum() / 1e6)
 
 
 def _batches(samples: Sequence[Sample], batch: int, per_group: int, rng: random.Random) -> list[list[int]]:
@@ -213,8 +224,9 @@ def fit_net(
     norm: Normalizer = net.norm  # type: ignore[assignment]
     norm.fit(train)
     y = targets_of(train, target)
-    with torch.no_grad():  # start from the mean cost per stage: faster, steadier training
-        net.head[-1].bias.fill_(float(np.mean(y - np.log([max(1, s.costed.sum()) for s in train]))))  # type: ignore[index]
+    with torch.no_grad():  # start from the mean correction (or cost) per stage: faster, steadier training
+        base = [analytic_ms(s) if isinstance(net, StageCostNet) else max(1, s.costed.sum()) for s in train]
+        net.head[-1].bias.fill_(float(np.mean(y - np.log(np.maximum(base, 1e-9)))))  # type: ignore[index]
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
     data = [collate([train[i] for i in idx], norm, y[idx]) for idx in _batches(train, batch, 8, rng)]
