@@ -67,8 +67,8 @@ def test_shipped_learned_model_is_the_default_and_ranks_hand_above_default(monke
 
 def test_short_labels_name_the_model():
     from engine.costmodel import short_label
-    from engine.costmodel.baselines import TVM_NAME
     from engine.costmodel.gnn import GNN_NAME
+    from engine.costmodel.trees import TVM_NAME
 
     assert short_label(AnalyticModel().name) == "analytic estimate"
     assert short_label(GNN_NAME) == "GNN, learned" and short_label(TVM_NAME).endswith(", learned")

@@ -14,10 +14,11 @@ from engine.cli_costmodel import register, run
 from engine.costmodel import ENV_VAR, CostModel, Prediction, default_model
 from engine.costmodel import dataset as D
 from engine.costmodel.analytic import AnalyticModel
-from engine.costmodel.baselines import TVMModel, train_halide
+from engine.costmodel.baselines import train_halide
 from engine.costmodel.evaluate import evaluate, kendall_tau, mape, metrics, pairwise_accuracy, topk_regret
 from engine.costmodel.gnn import train_gnn
 from engine.costmodel.train import load_models, train_all
+from engine.costmodel.trees import TVMModel
 from engine.database import Database
 from engine.measure import Measurement
 from engine.ops import Builder
@@ -225,7 +226,8 @@ def test_wrong_feature_version_fails_clearly_and_predictions_are_deterministic(s
 def test_a_training_step_reduces_the_loss_on_a_fixed_batch(synthetic):
     import torch
 
-    from engine.costmodel.gnn import StageCostNet, collate, targets_of
+    from engine.costmodel.gnn import StageCostNet, collate
+    from engine.costmodel.targets import targets_of
 
     samples = D.load(synthetic)[:16]
     torch.manual_seed(0)

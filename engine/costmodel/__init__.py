@@ -33,16 +33,20 @@ def default_dir() -> Path:
 
 def load_model(directory: str | Path, key: str) -> CostModel:
     """One trained model (gnn, halide or tvm) from `directory`, importing only what it needs
-    (torch for the networks, LightGBM for the trees): opening the app stays quick."""
+    (torch for the networks, LightGBM alone for the trees): opening the app stays quick."""
     d = Path(directory)
     if key == "gnn":
         from .gnn import load_gnn  # noqa: PLC0415
 
         return load_gnn(d)
     if key in ("halide", "tvm"):
-        from .baselines import TVMModel, load_halide  # noqa: PLC0415
+        if key == "tvm":
+            from .trees import TVMModel  # noqa: PLC0415  # no torch: LightGBM only
 
-        return load_halide(d) if key == "halide" else TVMModel.load(d)
+            return TVMModel.load(d)
+        from .baselines import load_halide  # noqa: PLC0415
+
+        return load_halide(d)
     raise ValueError(f"unknown cost model {key!r} (choose from gnn, halide, tvm)")
 
 

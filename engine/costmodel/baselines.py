@@ -1,54 +1,26 @@
-"""The two baselines the GNN paper compares against, on the same features.
+"""The Halide-style baseline the GNN paper compares against, on the same features.
 
-- Halide-style (Adams2019): each stage's features go through a small MLP to a stage cost;
-  the pipeline's cost is the sum. No information flows between stages except what the
-  schedule features already encode. (Adams2019 proper feeds the MLP's output into a
-  hand-written formula of the schedule features; here the MLP gives the log cost directly.)
-- TVM-style (Ansor's XGBoost "pack-sum"): gradient-boosted trees (LightGBM) score each
-  stage; the pipeline's prediction is the sum of its stages' scores, and the trees are
-  fitted to the pipeline totals with a custom objective. Our stage score is a log cost
-  f_i, the total is S = sum_i exp(f_i) and the loss is (log S - log t)^2, as for the
-  torch models. Its gradient per stage is 2 r w_i with r = log S - log t and w_i =
-  exp(f_i) / S, the stage's share; the hessian used is 2 w_i, a diagonal bound that makes
-  a leaf shared by all stages of a pipeline take the exact Newton step (the exact
-  per-row hessian 2 w_i^2 would overshoot by the number of stages). Ansor uses squared
-  error on normalized throughput instead; log time keeps MAPE meaningful across
-  pipelines.
+Adams2019's architecture: each stage's features go through a small MLP to a stage cost;
+the pipeline's cost is the sum. No information flows between stages except what the
+schedule features already encode. (Adams2019 proper feeds the MLP's output into a
+hand-written formula of the schedule features; here the MLP gives the log cost directly.)
+The TVM-style baseline is in trees.py.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import lightgbm as lgb
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from .. import features as F
-from ..ir import Pipeline
-from ..loopnest import LoopNest
-from ..schedule import Schedule
-from .base import Prediction
-from .dataset import Sample, sample_of
-from .gnn import (
-    MASKED,
-    GraphBatch,
-    Normalizer,
-    TorchCostModel,
-    clip_predictions,
-    fit_net,
-    load_torch,
-    log_range,
-    segment_logsumexp,
-    targets_of,
-)
+from .dataset import Sample
+from .gnn import MASKED, GraphBatch, Normalizer, TorchCostModel, fit_net, load_torch, segment_logsumexp
 
 HALIDE_NAME = "Halide-style per-stage MLP (learned prediction)"
-TVM_NAME = "TVM-style LightGBM pack-sum (learned prediction)"
 
 
 class StageMLP(nn.Module):
@@ -76,87 +48,3 @@ def train_halide(train: Sequence[Sample], hidden: int = 64, **fit: Any) -> tuple
 
 def load_halide(directory: str | Path) -> TorchCostModel:
     return load_torch(directory, "halide", lambda c: StageMLP(c["hidden"]))
-
-
-# --- TVM-style ----------------------------------------------------------------------------
-def _rows(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
-    """Feature rows of the costed stages of every sample, and the sample index of each row."""
-    xs, gs = [], []
-    for k, s in enumerate(samples):
-        m = s.costed
-        xs.append(s.nodes[m])
-        gs.append(np.full(int(m.sum()), k))
-    return np.concatenate(xs).astype(np.float64), np.concatenate(gs)
-
-
-def _pack_sum_objective(y: np.ndarray, group: np.ndarray) -> Any:
-    def objective(preds: np.ndarray, _data: lgb.Dataset) -> tuple[np.ndarray, np.ndarray]:
-        mx = np.full(len(y), -np.inf)
-        np.maximum.at(mx, group, preds)
-        ex = np.exp(preds - mx[group])
-        tot = np.bincount(group, ex, minlength=len(y))
-        share = ex / tot[group]
-        r = (mx + np.log(tot) - y)[group]
-        return 2 * r * share, 2 * share + 1e-6
-
-    return objective
-
-
-class TVMModel:
-    """LightGBM per-stage log costs, summed per pipeline (pack-sum)."""
-
-    kind = "lightgbm"
-
-    def __init__(self, booster: lgb.Booster, base: float, config: dict[str, Any]) -> None:
-        self.booster, self.base, self.config, self.name = booster, base, config, TVM_NAME
-
-    @staticmethod
-    def fit(train: Sequence[Sample], rounds: int = 300, target: str = "log", seed: int = 0, **params: Any) -> tuple[TVMModel, dict]:
-        y = targets_of(train, target)
-        x, group = _rows(train)
-        n_costed = np.bincount(group, minlength=len(train))
-        base = float(np.mean(y - np.log(np.maximum(n_costed, 1))))  # every stage starts at the mean share
-        p = {
-            "objective": _pack_sum_objective(y, group), "learning_rate": 0.05, "num_leaves": 31,
-            "min_data_in_leaf": max(2, min(20, len(x) // 50)), "feature_fraction": 0.9, "lambda_l2": 1.0,
-            "verbose": -1, "seed": seed, "num_threads": 1, "deterministic": True, **params,
-        }  # fmt: skip
-        data = lgb.Dataset(x, init_score=np.full(len(x), base), feature_name=[f.name for f in F.FEATURES], free_raw_data=False)
-        booster = lgb.train(p, data, num_boost_round=rounds)
-        cfg = {"kind": "tvm", "rounds": rounds, "target": target, "log_range": log_range(y)}
-        model = TVMModel(booster, base, cfg)
-        pred, _ = model.predict_samples(train)
-        stats = {"rounds": rounds, "samples": len(train), "train_rmse_log": float(np.sqrt(np.mean((np.log(pred) - y) ** 2)))}
-        return model, stats
-
-    def predict_samples(self, samples: Sequence[Sample]) -> tuple[np.ndarray, list[np.ndarray]]:
-        if not samples:
-            return np.zeros(0), []
-        x, group = _rows(samples)
-        f = self.base + self.booster.predict(x, raw_score=True)
-        ms = np.exp(f)
-        totals = np.bincount(group, ms, minlength=len(samples))
-        stages = []
-        for k, s in enumerate(samples):
-            full = np.zeros(len(s.nodes))
-            full[s.costed] = ms[group == k]
-            stages.append(full)
-        return clip_predictions(totals, stages, self.config), stages
-
-    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        totals, stages = self.predict_samples([sample_of(p, s, nest=nest)])
-        return Prediction(self.name, float(totals[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
-
-    def save(self, directory: str | Path, stem: str = "tvm") -> None:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(d / f"{stem}.txt"))  # LightGBM's text format, never pickle
-        (d / f"{stem}.json").write_text(json.dumps({**self.config, "base": self.base, "feature_version": F.VERSION}, indent=2))
-
-    @staticmethod
-    def load(directory: str | Path, stem: str = "tvm") -> TVMModel:
-        d = Path(directory)
-        cfg = json.loads((d / f"{stem}.json").read_text())
-        if cfg.get("feature_version") != F.VERSION:
-            raise ValueError(f"{d / stem}: trained on features version {cfg.get('feature_version')}, this build has {F.VERSION}: retrain")
-        return TVMModel(lgb.Booster(model_file=str(d / f"{stem}.txt")), float(cfg["base"]), cfg)

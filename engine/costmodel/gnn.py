@@ -32,6 +32,7 @@ from ..loopnest import LoopNest
 from ..schedule import Schedule
 from .base import Prediction
 from .dataset import Sample, sample_of
+from .targets import clip_predictions, log_range, targets_of
 
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0)
 
@@ -158,21 +159,6 @@ class StageCostNet(nn.Module):
 
 
 # --- training ----------------------------------------------------------------------------
-def targets_of(samples: Sequence[Sample], target: str) -> np.ndarray:
-    """'log': log ms. 'relative': log ms minus the pipeline's mean log ms in `samples`
-    (only the order within a pipeline is learned; absolute predictions lose meaning)."""
-    y = np.log(np.array([s.time_ms for s in samples]))
-    if target == "relative":
-        by: dict[str, list[int]] = {}
-        for k, s in enumerate(samples):
-            by.setdefault(s.pipeline_hash, []).append(k)
-        for idx in by.values():
-            y[idx] -= y[idx].mean()
-    elif target != "log":
-        raise ValueError(f"unknown target {target!r} (log or relative)")
-    return y
-
-
 def analytic_ms(s: Sample) -> float:
     """The analytic estimate of the whole sample (its costed stages), from the stored feature."""
     return float(np.expm1(s.nodes[s.costed, F.INDEX["analytic_ns"]].astype(np.float64)).sum() / 1e6)
@@ -251,21 +237,6 @@ def fit_net(
             log(f"epoch {ep}: loss {losses[-1]:.4f}")
     net.eval()
     return {"epochs": epochs, "final_loss": losses[-1] if losses else math.nan, "samples": len(train), "log_range": log_range(y)}
-
-
-def log_range(y: np.ndarray, margin: float = 3.0) -> list[float]:
-    """Predictions are clipped to the training targets' range widened by `margin` (e^3 = 20x):
-    a model extrapolating to an unseen pipeline must not predict 1e19 ms."""
-    return [float(y.min() - margin), float(y.max() + margin)]
-
-
-def clip_predictions(totals: np.ndarray, stages: list[np.ndarray], config: dict[str, Any]) -> np.ndarray:
-    """Clip totals to config['log_range'] (in place for stages, scaled so they still sum to the total)."""
-    lo, hi = config.get("log_range", (-math.inf, math.inf))
-    clipped = np.exp(np.clip(np.log(np.maximum(totals, 1e-300)), lo, hi))
-    for k, st in enumerate(stages):
-        st *= clipped[k] / totals[k] if totals[k] > 0 else 0.0
-    return clipped
 
 
 # --- the CostModel ----------------------------------------------------------------------------

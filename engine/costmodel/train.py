@@ -22,9 +22,10 @@ from typing import Any
 from .. import features as F
 from ..database import Database
 from . import default_dir, load_model
-from .baselines import TVMModel, train_halide
+from .baselines import train_halide
 from .dataset import environments, load, split
 from .gnn import TorchCostModel, train_gnn
+from .trees import TVMModel
 
 MODELS = ("gnn", "halide", "tvm")
 

@@ -1,0 +1,42 @@
+"""Targets and prediction limits shared by every learned cost model (numpy only: the
+tree model loads without torch)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .dataset import Sample
+
+
+def targets_of(samples: Sequence[Sample], target: str) -> np.ndarray:
+    """'log': log ms. 'relative': log ms minus the pipeline's mean log ms in `samples`
+    (only the order within a pipeline is learned; absolute predictions lose meaning)."""
+    y = np.log(np.array([s.time_ms for s in samples]))
+    if target == "relative":
+        by: dict[str, list[int]] = {}
+        for k, s in enumerate(samples):
+            by.setdefault(s.pipeline_hash, []).append(k)
+        for idx in by.values():
+            y[idx] -= y[idx].mean()
+    elif target != "log":
+        raise ValueError(f"unknown target {target!r} (log or relative)")
+    return y
+
+
+def log_range(y: np.ndarray, margin: float = 3.0) -> list[float]:
+    """Predictions are clipped to the training targets' range widened by `margin` (e^3 = 20x):
+    a model extrapolating to an unseen pipeline must not predict 1e19 ms."""
+    return [float(y.min() - margin), float(y.max() + margin)]
+
+
+def clip_predictions(totals: np.ndarray, stages: list[np.ndarray], config: dict[str, Any]) -> np.ndarray:
+    """Clip totals to config['log_range'] (in place for stages, scaled so they still sum to the total)."""
+    lo, hi = config.get("log_range", (-math.inf, math.inf))
+    clipped = np.exp(np.clip(np.log(np.maximum(totals, 1e-300)), lo, hi))
+    for k, st in enumerate(stages):
+        st *= clipped[k] / totals[k] if totals[k] > 0 else 0.0
+    return clipped
