@@ -157,12 +157,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     from .measure import Runner, default_threads  # noqa: PLC0415
 
     d = _models_dir(args)
-    models = {"analytic": AnalyticModel(), **load_models(d)}
+    threads = args.threads or default_threads()
+    models = {"analytic": AnalyticModel(cores=threads), **load_models(d)}
     names = [n.strip() for n in args.pipelines.split(",")] if args.pipelines else zoo.names()
     unknown = [n for n in names if n not in zoo.ZOO]
     if unknown:
         raise ValueError(f"unknown zoo pipelines {unknown} (choose from {', '.join(zoo.names())})")
-    with Database(args.db or default_path()) as db, Runner(args.threads or default_threads()) as runner:
+    with Database(args.db or default_path()) as db, Runner(threads) as runner:
         res = calibrate(models, names, runner, db, size=args.size, progress=_err)  # type: ignore[arg-type]
     res["models_dir"] = d
     res["table"] = table(res)

@@ -320,8 +320,9 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
 def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
     """A stage computed or stored inside a loop must have every stage that reads it inside
     that loop too (Halide rejects it otherwise, later and less clearly)."""
-    for k, d in enumerate(sched.of(stage).pure):
-        if d["kind"] not in ("compute_at", "store_at"):
+    ss = sched.of(stage)
+    for d in (ss.compute(), ss.store()):  # the last of each kind is the one in force
+        if d is None or d["kind"] not in ("compute_at", "store_at"):
             continue
         consumer, loop = d["consumer"], d["loop"]
         readers = effective_consumers(p, sched, stage) - {consumer}
@@ -333,7 +334,7 @@ def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
                 f"{'is' if len(outside) == 1 else 'are'} not computed inside {consumer}.{loop}: "
                 "place it at a loop that encloses every stage that reads it",
                 d,
-                k,
+                ss.pure.index(d),
             )
 
 

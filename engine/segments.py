@@ -33,7 +33,7 @@ MAX_SEGMENT_STAGES = 24  # consecutive one-off stages are grouped up to this man
 CACHE_SIZE = 512
 _CACHE: OrderedDict[tuple[str, bool], HB.Lowered] = OrderedDict()
 _MARKER = "@@segment "
-_CANON = re.compile(r"\b([is]\d+)\b")
+_CANON = re.compile(r"\b(seg(?:in|st)\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Segment:
 class _Part:
     seg: Segment
     key: str
-    pipeline: Pipeline  # canonical: inputs i0.., stages s0..
+    pipeline: Pipeline  # canonical: inputs segin0.., stages segst0..
     schedule: Schedule
     names: dict[str, str]  # canonical name -> real name
 
@@ -114,13 +114,15 @@ def _segment(p: Pipeline, sched: Schedule, group: list[list[str]]) -> Segment:
         for src in p.stage(n).sources():
             if src not in members:
                 inputs.setdefault(src, None)
-    outs = tuple(n for n in stages if kind[n] != "compute_inline" and (n in p.outputs or any(c not in members for c in p.consumers(n))))
+    # Read elsewhere, possibly through another segment's copy of an inlined stage.
+    outs = tuple(n for n in stages if kind[n] != "compute_inline" and (n in p.outputs or bool(effective_consumers(p, sched, n) - members)))
     return Segment(stages, tuple(inputs), outs)
 
 
 def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipeline, Schedule, dict[str, str]]:
-    """The segment renamed by position (inputs i0.., stages s0..) with its schedule, and its key."""
-    ren = {n: f"i{k}" for k, n in enumerate(seg.inputs)} | {n: f"s{k}" for k, n in enumerate(seg.stages)}
+    """The segment renamed by position (inputs segin0.., stages segst0..; names no Halide
+    loop or definition takes) with its schedule, and its key."""
+    ren = {n: f"segin{k}" for k, n in enumerate(seg.inputs)} | {n: f"segst{k}" for k, n in enumerate(seg.stages)}
 
     def rename(e: E.Expr) -> E.Expr:
         return E.rebuild(e, lambda x: E.Access(ren[x.source], x.index) if isinstance(x, E.Access) else None)
@@ -183,7 +185,8 @@ class Segmented:
             HB.compile_jit(low, profile)
         except ScheduleError as exc:
             real = _CANON.sub(lambda m: pt.names.get(m.group(1), m.group(1)), exc.reason)
-            raise ScheduleError(pt.names.get(exc.stage, exc.stage), real, exc.directive, exc.index, exc.update) from None
+            d = exc.directive and {k: pt.names.get(v, v) if k == "consumer" else v for k, v in exc.directive.items()}
+            raise ScheduleError(pt.names.get(exc.stage, exc.stage), real, d, exc.index, exc.update) from None
         self.compiles += 1
         _CACHE[ck] = low
         while len(_CACHE) > CACHE_SIZE:
@@ -233,6 +236,8 @@ class Segmented:
                 if marker:  # the profiler reports in canonical names: say whose report follows
                     print(f"\n{_MARKER}{k}", flush=True)  # the same stream as Halide's reports
                 low.hl_pipeline.realize(dst)
+                for name, _ in binds:  # the cached pipeline must not keep this runner's buffers alive
+                    low.params[name].reset()
 
         run.buffers = list(bufs.values())  # type: ignore[attr-defined]
         run.arrays = arrays  # type: ignore[attr-defined]

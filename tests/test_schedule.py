@@ -111,6 +111,8 @@ def test_producer_placed_outside_one_of_its_consumers_is_rejected_by_validation(
     S(ok, "Sxy").compute_at("harris", "y")  # ... is computed at y, outside harris.x
     with pytest.raises(ScheduleError, match=r"'Sxy' also reads it but is not computed inside harris.x"):
         validate(p, ok)
+    S(ok, "Ix").compute_root()  # the last compute directive is the one in force
+    validate(p, ok)
 
 
 def test_halide_rejection_becomes_schedule_error(monkeypatch):

@@ -124,3 +124,23 @@ def test_a_large_pipeline_is_measured_segmented_and_verified() -> None:
         m = api.measure(p, heuristic_schedule(p), runner, None, min_time_s=0.0, min_runs=2, profile=True, timeout_s=300.0)
     assert m.ok and m.verified, m.error
     assert set(m.stages) == set(p.stage_map) and sum(m.stages.values()) == pytest.approx(m.median_ms, rel=0.01)
+
+
+def test_a_stage_read_only_through_inlined_copies_is_still_passed_between_segments() -> None:
+    # a -> i (inlined) -> c1, c2: the segment holding a and c1 also holds a copy of i, yet
+    # c2's segment reads a through its own copy of i, so a must leave the first segment.
+    b = Builder("diamond", "a producer read only through an inlined stage")
+    x = b.input("input", (12, 16))
+    a = b.activation("a", x, "tanh")
+    i = b.activation("i", a, "relu")
+    c1 = b.activation("c1", i, "sigmoid")
+    c2 = b.add("c2", i, c1)
+    p = b.build([c2])
+    sched = default_schedule(p)
+    S(sched, "i").compute_inline()
+    parts = segments.partition(p, sched, max_stages=2)
+    assert [seg.stages for seg in parts] == [("a", "i", "c1"), ("i", "c2")]
+    assert "a" in parts[0].outputs and "a" in parts[1].inputs
+    _, ins, outs = run(p, sched, True, max_stages=2)
+    refs, method = R.reference(p, ins)
+    assert R.verify(p, outs, refs, method).ok

@@ -41,15 +41,19 @@ def calibrate(
     for name in pipelines:
         p = zoo.get(name, size)
         for sname in SCHEDULES:
-            sched = api.load_schedule(p, sname)
-            m = api.measure(p, sched, runner, db, min_time_s=min_time_s, min_runs=3, timeout_s=300.0)
             row: dict[str, Any] = {"pipeline": name, "schedule": sname}
+            rows.append(row)
+            try:
+                sched = api.load_schedule(p, sname)
+            except api.InputError as exc:  # e.g. no hand-written schedule for this pipeline
+                row["error"] = str(exc)
+                continue
+            m = api.measure(p, sched, runner, db, min_time_s=min_time_s, min_runs=3, timeout_s=300.0)
             if not (m.ok and m.verified and m.median_ms):
                 row["error"] = m.error or "not verified"
             else:
                 row["measured_ms"] = m.median_ms
                 row["predicted_ms"] = {k: model.predict(p, sched).total_ms for k, model in models.items()}
-            rows.append(row)
             if progress:
                 progress(f"{name} {sname}: " + (f"{row['measured_ms']:.3f} ms" if "measured_ms" in row else row["error"]))
     return {"size": size, "rows": rows, "models": {k: summary(rows, k) for k in models}}
