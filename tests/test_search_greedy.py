@@ -13,6 +13,7 @@ from engine.measure import Measurement, Runner
 from engine.sampler import _location_of, locations
 from engine.schedule import Schedule, validate
 from engine.search import JOB_OPTIONS, Budget, run_search
+from engine.search.base import CONFIRM_WITHIN
 from engine.search.space import complete, options_at, order, seed_schedule, with_decision
 
 STRATEGIES = ("greedy", "beam")
@@ -150,8 +151,9 @@ def test_confirmation_ranks_the_top_candidates_by_their_median(runner):
     p = zoo.get("blur", "small")
     res = run_search(p, "random", Budget(trials=5, wall_s=60), seed=2, model=AnalyticModel(), runner=runner)
     confirmed = [t for t in res.trials if t.confirmed_ms is not None]
-    assert len(confirmed) == min(3, sum(t.verified for t in res.trials))
     fastest = sorted((t for t in res.trials if t.verified), key=lambda t: t.measured_ms)[:3]
-    assert {t.index for t in confirmed} == {t.index for t in fastest}
+    # Only candidates noise could reorder (within CONFIRM_WITHIN of the best) are re-measured.
+    close = [t for t in fastest if t.measured_ms <= CONFIRM_WITHIN * fastest[0].measured_ms]
+    assert confirmed and {t.index for t in confirmed} == {t.index for t in close}
     assert res.best_ms == min(t.confirmed_ms for t in confirmed)
     assert res.best.content_hash() == min(confirmed, key=lambda t: t.confirmed_ms).schedule.content_hash()

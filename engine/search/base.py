@@ -30,6 +30,7 @@ from ..schedule import Schedule
 
 MeasureFn = Callable[..., Measurement]  # (pipeline, schedule[, timeout_s=...]) -> Measurement
 MAX_TIMEOUT_S = 30.0
+CONFIRM_WITHIN = 1.5  # confirm() re-measures candidates within this factor of the best
 
 
 class Cancelled(Exception):
@@ -240,13 +241,17 @@ class SearchContext:
         if not self._force_kw:
             return
         top = sorted((t for t in self.trials if t.verified), key=lambda t: t.measured_ms)[:k]  # type: ignore[arg-type, return-value]
+        # Noise reorders close candidates, not ones several times slower: on a big model those
+        # re-measurements would cost minutes past the budget and cannot change the winner.
+        top = [t for t in top if t.measured_ms <= CONFIRM_WITHIN * top[0].measured_ms]  # type: ignore[operator]
+        timeout = {"timeout_s": 10.0 + 0.05 * float(top[0].measured_ms or 0.0)} if top and self._timeout_kw else {}
         for t in top:
             ms = [t.measured_ms]
             for _ in range(repeats):
                 if self._cancel.is_set():
                     return
                 t0 = time.perf_counter()
-                m = self._measure_fn(self.p, t.schedule, force=True)
+                m = self._measure_fn(self.p, t.schedule, force=True, **timeout)
                 self.measure_s += time.perf_counter() - t0
                 ms.append(m.median_ms if m.ok and m.verified else math.inf)  # a candidate that fails now is not confirmed
             t.confirmed_ms = statistics.median(ms)  # type: ignore[type-var]
