@@ -69,8 +69,12 @@ def run(args: argparse.Namespace) -> int:
         res = run_search(p, args.strategy, budget, args.seed, model=model, runner=runner, db=db, progress=progress)
         base = None
         if args.baseline != "none":
-            m = api.measure(p, None, runner, db, autoscheduler=args.baseline, min_time_s=0.3, profile=False)
-            base = {"autoscheduler": args.baseline, "ms": m.median_ms if m.ok and m.verified else None, "search_s": m.search_s}
+            # Bounded like the search: Adams2019 on a ResNet-50 ran past the 300 s job default.
+            limit = max(60.0, args.budget_s)
+            m = api.measure(p, None, runner, db, autoscheduler=args.baseline, min_time_s=0.3, profile=False, timeout_s=limit)
+            ok = m.ok and m.verified
+            base = {"autoscheduler": args.baseline, "ms": m.median_ms if ok else None, "search_s": m.search_s}
+            base["error"] = None if ok else m.error
     obj: dict[str, Any] = {**res.to_json(), "size": args.size, "budget_s": args.budget_s, "max_trials": args.trials}
     obj["baseline_ms"] = base["ms"] if base else None
     obj["baseline"] = base
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         line += f" ({res.model_s:.1f} s model, {res.measure_s:.1f} s measuring, {res.seen} schedules predicted)"
         if base:
             sp = obj["speedup_over_baseline"]
-            line += f"\n{args.baseline}: {base['ms']:.3f} ms" if base["ms"] else f"\n{args.baseline}: failed"
+            line += f"\n{args.baseline}: {base['ms']:.3f} ms" if base["ms"] else f"\n{args.baseline}: failed ({base['error']})"
             line += f" -> {sp:.2f}x" if sp else ""
         print(line)
     return 0 if res.best is not None else 2
