@@ -288,14 +288,20 @@ def compile_jit(low: Lowered, profile: bool = False) -> float:
 
 def bind_inputs(low: Lowered, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
     """Point the input params at numpy arrays (no copy); keep the returned buffers alive."""
-    bufs = []
+    bufs = input_buffers(low.pipeline, arrays)
     for name, param in low.params.items():
-        a = np.ascontiguousarray(arrays[name], dtype=np.float32)
-        if a.shape != low.pipeline.input_map[name].shape:  # Halide's own checks are compiled out
-            raise ValueError(f"input {name!r}: array of shape {a.shape}, the pipeline declares {low.pipeline.input_map[name].shape}")
-        b = hl.Buffer(a)
-        param.set(b)
-        bufs.append(b)
+        param.set(bufs[name])
+    return list(bufs.values())
+
+
+def input_buffers(p: Pipeline, arrays: dict[str, np.ndarray]) -> dict[str, hl.Buffer]:
+    """Halide buffers over the input arrays (no copy), their shapes checked against the pipeline."""
+    bufs = {}
+    for i in p.inputs:
+        a = np.ascontiguousarray(arrays[i.name], dtype=np.float32)
+        if a.shape != i.shape:  # Halide's own checks are compiled out
+            raise ValueError(f"input {i.name!r}: array of shape {a.shape}, the pipeline declares {i.shape}")
+        bufs[i.name] = hl.Buffer(a)
     return bufs
 
 

@@ -202,15 +202,19 @@ def default_schedule(p: Pipeline) -> Schedule:
 
 
 # --- validation ------------------------------------------------------------------------
-def definition_loops(p: Pipeline, sched: Schedule, stage: str, update: bool, extents: dict[str, int] | None = None) -> list[L.Loop]:
-    """Loops of one definition after its directives (raises ScheduleError)."""
+def definition_loops(
+    p: Pipeline, sched: Schedule, stage: str, update: bool, extents: dict[str, int] | None = None, as_output: bool | None = None
+) -> list[L.Loop]:
+    """Loops of one definition after its directives (raises ScheduleError). `as_output`:
+    check the tails an output needs (default: when the stage is a pipeline output)."""
     s = p.stage(stage)
     directives = sched.of(stage).update if update else sched.of(stage).pure
     loops = L.initial_loops(s, update, extents)
+    output = stage in p.outputs if as_output is None else as_output
     for k, d in enumerate(directives):
         try:
             check_directive(d)
-            if stage in p.outputs and extents is None:
+            if output and extents is None:
                 _check_output_tail(loops, d, update)
             loops = L.apply(loops, d)
         except L.LoopError as exc:
@@ -250,15 +254,11 @@ def _check_output_tail(loops: list[L.Loop], d: dict[str, Any], update: bool) -> 
 def writes_in_bounds(p: Pipeline, sched: Schedule, stage: str) -> bool:
     """Whether the stage, computed into a buffer of exactly its own shape (as an output is),
     writes only inside it: the splits' tails are the ones an output accepts."""
-    s = p.stage(stage)
-    for update in (False, True) if s.is_reduction else (False,):
-        loops = L.initial_loops(s, update)
-        for d in sched.of(stage).update if update else sched.of(stage).pure:
-            try:
-                _check_output_tail(loops, d, update)
-                loops = L.apply(loops, d)
-            except L.LoopError:
-                return False
+    try:
+        for update in (False, True) if p.stage(stage).is_reduction else (False,):
+            definition_loops(p, sched, stage, update, as_output=True)
+    except ScheduleError:
+        return False
     return True
 
 

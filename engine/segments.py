@@ -60,7 +60,7 @@ def units(p: Pipeline, sched: Schedule) -> list[list[str]]:
     """The smallest groups of non-inlined stages that must compile together, as runs of the
     topological order: a stage computed or stored inside another's loops joins it and its
     consumers, and so does a root stage whose tail would write past its own extent."""
-    kind = {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
+    kind = _kinds(p, sched)
     mat = [n for n in p.stage_order if kind[n] != "compute_inline"]
     pos = {n: k for k, n in enumerate(mat)}
     reach = list(range(len(mat)))  # reach[k]: the last position that must share k's group
@@ -85,7 +85,8 @@ def partition(p: Pipeline, sched: Schedule, max_stages: int = MAX_SEGMENT_STAGES
     segment of its own so its compiled code is shared; runs of one-off units are grouped
     (up to `max_stages`) so they pay LLVM's fixed cost per compile once."""
     us = units(p, sched)
-    keys = [_canonical(p, sched, _segment(p, sched, [u]))[0] for u in us]
+    kind = _kinds(p, sched)
+    keys = [_canonical(p, sched, _segment(p, sched, [u], kind))[0] for u in us]
     count = Counter(keys)
     groups: list[list[list[str]]] = []
     open_run = False  # the last group holds one-off units and may take more
@@ -96,12 +97,15 @@ def partition(p: Pipeline, sched: Schedule, max_stages: int = MAX_SEGMENT_STAGES
         else:
             groups.append([u])
         open_run = one_off
-    return [_segment(p, sched, g) for g in groups]
+    return [_segment(p, sched, g, kind) for g in groups]
 
 
-def _segment(p: Pipeline, sched: Schedule, group: list[list[str]]) -> Segment:
+def _kinds(p: Pipeline, sched: Schedule) -> dict[str, str]:
+    return {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
+
+
+def _segment(p: Pipeline, sched: Schedule, group: list[list[str]], kind: dict[str, str]) -> Segment:
     members = {n for u in group for n in u}
-    kind = {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
     todo = list(members)
     while todo:  # inlined producers come along
         for src in p.stage(todo.pop()).sources():
@@ -194,12 +198,7 @@ class Segmented:
         return low
 
     def bind(self, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
-        self._inputs = {}
-        for i in self.pipeline.inputs:
-            a = np.ascontiguousarray(arrays[i.name], dtype=np.float32)
-            if a.shape != i.shape:  # Halide's own checks are compiled out
-                raise ValueError(f"input {i.name!r}: array of shape {a.shape}, the pipeline declares {i.shape}")
-            self._inputs[i.name] = hl.Buffer(a)
+        self._inputs = HB.input_buffers(self.pipeline, arrays)
         return list(self._inputs.values())
 
     def runner(self, outs: dict[str, np.ndarray]) -> Callable[[], None]:

@@ -32,6 +32,11 @@ class StageMLP(nn.Module):
         self.body = nn.Sequential(nn.Linear(F.N_FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
         self.head = nn.Sequential(nn.Linear(hidden, 1))
 
+    @staticmethod
+    def base_ms(s: Sample) -> float:
+        """The head gives each stage's log cost directly: the total is a sum over its stages."""
+        return float(max(1, s.costed.sum()))
+
     def forward(self, b: GraphBatch) -> tuple[Tensor, Tensor]:
         c = self.head(self.body(b.x)).squeeze(1)
         c = c.masked_fill(~b.costed, MASKED)

@@ -139,6 +139,11 @@ class StageCostNet(nn.Module):
         self.layers = nn.ModuleList(MessagePassing(hidden) for _ in range(layers))
         self.head = _mlp(hidden, hidden, 1)
 
+    @staticmethod
+    def base_ms(s: Sample) -> float:
+        """What the head's output adds to, summed over the sample (its bias starts at the mean gap)."""
+        return analytic_ms(s)
+
     def stage_log_costs(self, b: GraphBatch) -> Tensor:
         """Per stage: the analytic estimate's log ms plus a learned correction. The estimate
         scales with the work and the bytes, so predictions follow it to sizes the training
@@ -204,14 +209,15 @@ def fit_net(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Train a network whose forward(GraphBatch) returns (stage costs, log totals)."""
+    """Train a network whose forward(GraphBatch) returns (stage costs, log totals) and whose
+    `base_ms(sample)` is what its per-stage head output is a log factor of."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
     norm: Normalizer = net.norm  # type: ignore[assignment]
     norm.fit(train)
     y = targets_of(train, target)
     with torch.no_grad():  # start from the mean correction (or cost) per stage: faster, steadier training
-        base = [analytic_ms(s) if isinstance(net, StageCostNet) else max(1, s.costed.sum()) for s in train]
+        base = [net.base_ms(s) for s in train]  # type: ignore[operator]
         net.head[-1].bias.fill_(float(np.mean(y - np.log(np.maximum(base, 1e-9)))))  # type: ignore[index]
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
