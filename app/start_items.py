@@ -24,11 +24,11 @@ from PySide6.QtWidgets import (
 )
 
 from engine import zoo
+from engine.resources import MODELS_DIR
 
 from .graph_layout import layered_layout
 from .theme import is_dark
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "resources" / "models"
 WARN_COLOR = "#c62828"
 
 # Roles shared by both delegates.

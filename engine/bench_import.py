@@ -37,10 +37,10 @@ from . import halide_backend as HB
 from . import segments
 from .ir import Pipeline
 from .measure import Runner, default_threads, host_fingerprint
+from .resources import MAKE_MODELS
 from .schedule import default_schedule, validate
 
 TARGET_S = 5.0
-MAKE_MODELS = Path(__file__).resolve().parent.parent / "resources" / "models" / "make_models.py"
 PHASES = ("import", "schedule", "lower", "compile")
 
 

@@ -27,10 +27,10 @@ from .heuristic import heuristic_schedule
 from .ir import Pipeline
 from .measure import Measurement, Runner, default_threads, host_fingerprint
 from .peers import PEERS, Peer, PeerTiming, check_peer, make_peers, time_peer
+from .resources import MODELS_DIR
 from .schedule import Schedule, default_schedule
 
 NOTE = "best found = the --search strategy's best (started from the heuristic schedule; --search none: the heuristic)"
-MODELS_DIR = Path(__file__).resolve().parent.parent / "resources" / "models"
 LABELS = {"onnxruntime": "ORT", "pytorch": "PyTorch", "default": "default", "best": "best"}
 
 

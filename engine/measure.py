@@ -18,6 +18,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -136,7 +137,14 @@ def _safe_key(job: Job) -> str:
 
 
 # --- the parent side ---------------------------------------------------------------------
-_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+def _worker_pythonpath() -> str:
+    """The worker's PYTHONPATH. A source checkout's root is prepended (`python main.py` put it
+    on the parent's sys.path, a child started elsewhere would not have it); an installed
+    engine (site-packages) is found by `python -m engine.worker` from any directory as it is."""
+    root = str(Path(__file__).resolve().parent.parent)
+    installed = {str(Path(sysconfig.get_path(k)).resolve()) for k in ("purelib", "platlib")}
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # an empty entry would mean the cwd
+    return os.pathsep.join(given if root in installed else [root, *given])
 
 
 class _Worker:
@@ -147,7 +155,7 @@ class _Worker:
         job_r, self._job_w = os.pipe()
         self._res_r, res_w = os.pipe()
         self.stderr = tempfile.TemporaryFile(mode="w+b")
-        env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_PROJECT_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_worker_pythonpath())
         # Keep freed buffers in the process: otherwise glibc returns large blocks to the OS
         # and every run pays page faults for its root intermediates, which swamps the
         # schedule's own cost (seen up to 5x) for every schedule and baseline alike.

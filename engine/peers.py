@@ -38,9 +38,9 @@ from . import reference as R
 from .ir import OpRecord, Pipeline
 from .measure import Job, default_threads, summarize
 from .ops import FLOAT_LOWEST
+from .resources import MAKE_MODELS
 
 PEERS = ("onnxruntime", "pytorch")
-MAKE_MODELS = Path(__file__).resolve().parent.parent / "resources" / "models" / "make_models.py"
 _PROTOCOL = Job(pipeline={})  # the runner's defaults: warm-up runs, minimum and maximum number of runs
 
 

@@ -13,6 +13,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..resources import COSTMODEL_DIR
 from .analytic import AnalyticModel
 from .base import CostModel, Prediction, short_label
 
@@ -20,7 +21,7 @@ __all__ = [
     "ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "load_model", "model_by_name", "model_dirs", "short_label",
 ]  # fmt: skip
 
-SHIPPED = Path(__file__).resolve().parents[2] / "resources" / "costmodel"
+SHIPPED = COSTMODEL_DIR  # the trained models shipped in resources/costmodel
 ENV_VAR = "SCHEDULE_EXPLORER_COSTMODEL"  # "analytic", or a directory of trained models
 
 
