@@ -8,14 +8,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from engine import isolated
 from engine.ir import Pipeline
 from engine.schedule import Schedule
 
 
 def lowered_stmt(p: Pipeline, s: Schedule) -> str:
-    from engine.halide_backend import lowered_stmt as lower  # noqa: PLC0415  # imports Halide: only when first needed
-
-    return lower(p, s)
+    """Lowered in a child process: a schedule that crashes Halide's compiler cannot take the app down."""
+    return isolated.lowered_stmt(p, s)
 
 
 class StmtLoader(QObject):

@@ -253,11 +253,15 @@ def _halide_directive(stage: Any, d: dict[str, Any], vars_: dict[str, Any], loop
             getattr(stage, kind)(v)
 
 
+_UNIQUE_NAME = re.compile(r"\b([A-Za-z_]\w*)\$\d+")  # Halide's unique Func names: 'blur_x$2'
+
+
 def _halide_message(exc: Exception) -> str:
+    """Halide's message on one line, in the names the user wrote (not 'blur_x$2')."""
     msg = str(exc).strip()
     if msg.startswith("Error:"):
         msg = msg[len("Error:") :].strip()
-    return "Halide rejected it: " + " ".join(msg.split())
+    return "Halide rejected it: " + _UNIQUE_NAME.sub(r"\1", " ".join(msg.split()))
 
 
 def _stage_in_message(p: Pipeline, msg: str) -> str:

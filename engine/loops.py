@@ -15,6 +15,14 @@ from .ir import Stage
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 TAILS = ("auto", "guard_with_if", "shift_inwards", "round_up")
+# Halide indexes with 32-bit integers and the engine compiles its runtime checks out, so a
+# factor, or a loop nest whose rounded-up iteration space, past these overflows silently
+# (writes past the heap). Unrolled and vectorized loops are bounded so that the compiler
+# itself stays within sane code sizes (`unroll x 100000` crashed LLVM).
+INT32_MAX = 2**31 - 1
+MAX_VECTOR = 256  # lanes of one vectorized loop
+MAX_UNROLL = 512  # copies of one unrolled loop
+MAX_UNROLLED_BODY = 1 << 16  # copies of the innermost body over all unrolled / vectorized loops of a definition
 
 
 class LoopError(ValueError):
@@ -63,7 +71,29 @@ def check_factor(v: Any, what: str = "factor") -> int:
         raise LoopError(f"{what} must be an integer, got {v!r}")
     if v <= 0:
         raise LoopError(f"{what} must be positive, got {v}")
+    if v > INT32_MAX:
+        raise LoopError(f"{what} {v} exceeds Halide's 32-bit loop bounds (at most {INT32_MAX})")
     return v
+
+
+def check_bounds(loops: list[Loop]) -> None:
+    """The limits a definition's loops must respect after every directive (see INT32_MAX)."""
+    for rvar in (False, True):
+        total = math.prod(lp.extent for lp in loops if lp.rvar == rvar)
+        if total > INT32_MAX:
+            what = "reduction domain" if rvar else "realized region"
+            raise LoopError(
+                f"the splits round the {what} up to {total} points, past Halide's 32-bit indices ({INT32_MAX}): use smaller factors"
+            )
+    body = 1
+    for lp in loops:
+        limit = {"vectorized": MAX_VECTOR, "unrolled": MAX_UNROLL}.get(lp.kind)
+        if limit is not None:
+            if lp.extent > limit:
+                raise LoopError(f"{lp.kind} loop {lp.name!r} has {lp.extent} iterations; at most {limit} are allowed")
+            body *= lp.extent
+    if body > MAX_UNROLLED_BODY:
+        raise LoopError(f"unrolled and vectorized loops together copy the body {body} times; at most {MAX_UNROLLED_BODY} are allowed")
 
 
 def _new_name(loops: list[Loop], name: Any, replacing: str | None = None) -> str:
@@ -91,8 +121,8 @@ def split(loops: list[Loop], loop: str, outer: str, inner: str, factor: int) -> 
 
 def reorder(loops: list[Loop], names: Any) -> list[Loop]:
     """Halide order: `names` lists loops innermost first; unlisted loops keep their slots."""
-    if not isinstance(names, list) or len(names) < 2:
-        raise LoopError("reorder needs a list of at least two loop names")
+    if not isinstance(names, list) or len(names) < 2 or not all(isinstance(n, str) for n in names):
+        raise LoopError(f"reorder needs a list of at least two loop names, got {names!r}")
     if len(set(names)) != len(names):
         raise LoopError(f"reorder lists a loop twice: {names}")
     idx = sorted(_find(loops, n) for n in names)
@@ -133,6 +163,12 @@ def split_name(loop: str, kind: str) -> str:
 
 def apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
     """Apply one loop directive (a dict with 'kind'); compute/store directives are no-ops here."""
+    out = _apply(loops, d)
+    check_bounds(out)
+    return out
+
+
+def _apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
     kind = d.get("kind")
     if kind == "split":
         return split(loops, d.get("loop"), d.get("outer"), d.get("inner"), d.get("factor"))

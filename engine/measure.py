@@ -48,7 +48,7 @@ class Job:
     verify: bool = True
     seed: int = 0
     timeout_s: float = 300.0
-    fault: str | None = None  # tests inject "crash" or "hang" to exercise isolation
+    fault: str | None = None  # tests inject "crash", "hang" or "garbage" (wrong outputs) to exercise isolation and verification
 
     def schedule_key(self) -> str:
         if self.autoscheduler:
@@ -147,6 +147,16 @@ def _worker_pythonpath() -> str:
     return os.pathsep.join(given if root in installed else [root, *given])
 
 
+def worker_env(threads: int) -> dict[str, str]:
+    """The environment of a child process that runs Halide (a measurement worker, engine/isolated.py)."""
+    env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_worker_pythonpath())
+    # Keep freed buffers in the process: otherwise glibc returns large blocks to the OS
+    # and every run pays page faults for its root intermediates, which swamps the
+    # schedule's own cost (seen up to 5x) for every schedule and baseline alike.
+    env.update(MALLOC_MMAP_THRESHOLD_="1000000000", MALLOC_TRIM_THRESHOLD_="1000000000")
+    return env
+
+
 class _Worker:
     """A worker process speaking JSON lines over two pipes; its stderr goes to a temp file
     so that a crash report can quote what it printed last."""
@@ -155,13 +165,9 @@ class _Worker:
         job_r, self._job_w = os.pipe()
         self._res_r, res_w = os.pipe()
         self.stderr = tempfile.TemporaryFile(mode="w+b")
-        env = dict(os.environ, HL_NUM_THREADS=str(threads), PYTHONPATH=_worker_pythonpath())
-        # Keep freed buffers in the process: otherwise glibc returns large blocks to the OS
-        # and every run pays page faults for its root intermediates, which swamps the
-        # schedule's own cost (seen up to 5x) for every schedule and baseline alike.
-        env.update(MALLOC_MMAP_THRESHOLD_="1000000000", MALLOC_TRIM_THRESHOLD_="1000000000")
+        env = worker_env(threads)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.worker", str(job_r), str(res_w), str(threads)],
+            [sys.executable, "-m", "engine.worker", str(job_r), str(res_w), str(threads), str(os.getpid())],
             pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr, env=env,
         )  # fmt: skip
         os.close(job_r)
@@ -209,6 +215,11 @@ class Runner:
         self.threads = threads or default_threads()
         self._worker: _Worker | None = None
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The current worker process's id (None before the first job or after a failure)."""
+        return self._worker.proc.pid if self._worker is not None and self._worker.proc.poll() is None else None
+
     def _get(self) -> _Worker:
         if self._worker is None or self._worker.proc.poll() is not None:
             self._replace()
@@ -244,7 +255,13 @@ class Runner:
             try:
                 got = w.poll(min(remaining, 0.1))
                 if got is not None:
-                    return Measurement.from_json(got)
+                    m = Measurement.from_json(got)
+                    if not m.ok:
+                        # A failed job (Halide error, wrong output) may have left the process
+                        # corrupted: the next job gets a fresh one, so that a later crash is
+                        # never blamed on an innocent schedule.
+                        self._replace()
+                    return m
             except EOFError:
                 w.proc.wait(5)
             if w.proc.poll() is not None:

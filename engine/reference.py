@@ -316,32 +316,73 @@ def reference(p: Pipeline, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.
 @dataclass
 class Verification:
     ok: bool
-    max_abs_err: float
-    max_rel_err: float
+    max_abs_err: float | None  # None when no finite value could be compared
+    max_rel_err: float | None
     message: str
     method: str
 
 
+def compare(name: str, out: np.ndarray, ref: np.ndarray) -> tuple[list[str], float | None, float | None, int]:
+    """Problems of one output against its reference, the worst absolute and relative errors
+    over the finite reference values, and how many non-finite reference values were matched.
+
+    Non-finite values are compared position by position (NaN where the reference is NaN, the
+    same infinities), and the tolerance is computed from finite values only: a NaN in the
+    reference must never turn the comparison into one that cannot fail."""
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if out.shape != ref.shape:
+        return [f"{name}: shape {out.shape} != reference {ref.shape}"], None, None, 0
+    problems: list[str] = []
+    ref_nan, out_nan = np.isnan(ref), np.isnan(out)
+    ref_inf, out_inf = np.isinf(ref), np.isinf(out)
+    finite = ~(ref_nan | ref_inf)
+    checks = (
+        (ref_nan & ~out_nan, "the reference is NaN and the output is not"),
+        (~ref_nan & out_nan, "the output is NaN and the reference is not"),
+        (ref_inf & (out != ref) & ~out_nan, "the reference is infinite and the output differs"),
+        (finite & out_inf, "the output is infinite and the reference is finite"),
+    )
+    for mask, what in checks:
+        if mask.any():
+            at = tuple(int(i) for i in np.argwhere(mask)[0])
+            problems.append(f"{name}: {int(mask.sum())} of {mask.size} values where {what}, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}")
+    nonfinite = int((~finite).sum())
+    both = finite & np.isfinite(out)
+    if not finite.any():
+        problems.append(f"{name}: the reference has no finite value, so the output cannot be verified")
+        return problems, None, None, nonfinite
+    if not both.any():
+        return problems, None, None, nonfinite
+    r, o = ref[both], out[both]
+    err = np.abs(o - r)
+    tol = ATOL_SCALE * max(float(np.abs(r).max()), 1e-30) + RTOL * np.abs(r)
+    bad = err > tol
+    if bad.any():
+        k = int(np.argmax(bad))
+        at = tuple(int(i) for i in np.argwhere(both)[k])
+        problems.append(f"{name}: {int(bad.sum())} of {bad.size} values outside tolerance, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}")
+    return problems, float(err.max()), float((err / np.maximum(np.abs(r), 1e-30)).max()), nonfinite
+
+
 def verify(p: Pipeline, outs: dict[str, np.ndarray], refs: dict[str, np.ndarray], method: str) -> Verification:
-    worst_abs, worst_rel, problems = 0.0, 0.0, []
+    worst_abs: float | None = None
+    worst_rel: float | None = None
+    problems: list[str] = []
+    nonfinite = 0
     for name in p.outputs:
-        out, ref = outs[name].astype(np.float64), refs[name]
-        if out.shape != ref.shape:
-            problems.append(f"{name}: shape {out.shape} != reference {ref.shape}")
+        if name not in outs or name not in refs:
+            problems.append(f"{name}: {'no output' if name not in outs else 'no reference'} to compare")
             continue
-        if not np.isfinite(out).all() and np.isfinite(ref).all():
-            problems.append(f"{name}: output has {int((~np.isfinite(out)).sum())} non-finite values")
-            continue
-        err = np.abs(out - ref)
-        tol = ATOL_SCALE * max(float(np.abs(ref).max()), 1e-30) + RTOL * np.abs(ref)
-        worst_abs = max(worst_abs, float(err.max()))
-        worst_rel = max(worst_rel, float((err / np.maximum(np.abs(ref), 1e-30)).max()))
-        bad = err > tol
-        if bad.any():
-            at = tuple(int(i) for i in np.argwhere(bad)[0])
-            problems.append(
-                f"{name}: {int(bad.sum())} of {bad.size} values outside tolerance, first at {at}: {out[at]:.6g} vs {ref[at]:.6g}"
-            )
+        found, a, r, n = compare(name, outs[name], refs[name])
+        problems += found
+        nonfinite += n
+        if a is not None:
+            worst_abs = a if worst_abs is None else max(worst_abs, a)
+        if r is not None:
+            worst_rel = r if worst_rel is None else max(worst_rel, r)
+    if not problems and worst_abs is None:
+        problems.append("no finite value could be compared")
     ok = not problems
-    msg = f"matches within {TOLERANCE_TEXT}" if ok else "; ".join(problems)
+    note = f" ({nonfinite} non-finite reference values matched position by position)" if nonfinite else ""
+    msg = f"matches within {TOLERANCE_TEXT}{note}" if ok else "; ".join(problems)
     return Verification(ok, worst_abs, worst_rel, msg, method)

@@ -33,46 +33,79 @@ SPEC: dict[str, dict[str, type]] = {
     "parallel": {"loop": str},
     "unroll": {"loop": str},
 }
-OPTIONAL = {"factor": int, "tail": str}
+# Optional arguments per kind: what Halide's call takes; anything else would be ignored silently.
+OPTIONAL: dict[str, dict[str, type]] = {
+    "split": {"tail": str},
+    "tile": {"tail": str},
+    "vectorize": {"factor": int, "tail": str},
+    "parallel": {"factor": int, "tail": str},
+    "unroll": {"factor": int, "tail": str},
+}
 _TYPE_WORDS = {int: "an integer", str: "a string (a name)", list: "a list of loop names"}
+NAME_ARGS = ("loop", "outer", "inner", "x", "y", "xo", "yo", "xi", "yi", "fused", "consumer")
 
 
 class ScheduleError(ValueError):
     """An invalid schedule: names the stage, the definition, the directive and what is wrong."""
 
-    def __init__(self, stage: str, message: str, directive: dict[str, Any] | None = None, index: int | None = None, update: bool = False):
+    def __init__(self, stage: str, message: str, directive: Any = None, index: int | None = None, update: bool = False):
         self.stage, self.directive, self.index, self.update, self.reason = stage, directive, index, update, message
-        where = f"stage {stage!r}"
+        where = f"stage {_short(stage)!r}"
         if directive is not None:
             where += f"{' update' if update else ''} directive #{index} {format_directive(directive)}"
         super().__init__(f"invalid schedule: {where}: {message}")
 
 
-def format_directive(d: dict[str, Any]) -> str:
-    args = ", ".join(f"{k}={v}" for k, v in d.items() if k != "kind")
-    return f"{d.get('kind')}({args})"
+def format_directive(d: Any) -> str:
+    if not isinstance(d, dict):
+        return _short(d)
+    args = ", ".join(f"{_short(k)}={_short(v)}" for k, v in d.items() if k != "kind")
+    return f"{_short(d.get('kind'))}({args})"
 
 
-def check_directive(d: Any) -> None:
-    """Shape check of one directive; raises L.LoopError with what is wrong."""
+def _short(v: Any, limit: int = 60) -> str:
+    """A value as the user wrote it, cut to `limit` characters (a fuzzed value can be huge)."""
+    try:
+        text = v if isinstance(v, str) else repr(v)
+    except (RecursionError, ValueError):
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_directive(d: Any, update: bool = False) -> None:
+    """Shape check of one directive (of the update definition's list when `update`); raises
+    L.LoopError with what is wrong. Every argument is checked: nothing is ignored silently."""
     if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
         raise L.LoopError("a directive is an object with a 'kind'")
     kind = d["kind"]
     if kind not in SPEC:
-        raise L.LoopError(f"unknown directive kind {kind!r} (known: {', '.join(SPEC)})")
-    for arg, typ in SPEC[kind].items():
+        raise L.LoopError(f"unknown directive kind {_short(kind)!r} (known: {', '.join(SPEC)})")
+    if update and kind in COMPUTE_KINDS + STORE_KINDS:
+        raise L.LoopError(f"{kind} places the whole stage: it belongs to the pure definition's list, not the update's")
+    optional = OPTIONAL.get(kind, {})
+    for arg in SPEC[kind]:
         if arg not in d:
             raise L.LoopError(f"missing argument {arg!r}")
-        if not isinstance(d[arg], typ) or isinstance(d[arg], bool):
-            raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {d[arg]!r}")
-    for arg in d:
-        if arg != "kind" and arg not in SPEC[kind] and arg not in OPTIONAL:
-            raise L.LoopError(f"unexpected argument {arg!r}")
+    for arg, v in d.items():
+        if arg == "kind":
+            continue
+        typ = SPEC[kind].get(arg) or optional.get(arg)
+        if typ is None:
+            allowed = ", ".join([*SPEC[kind], *optional]) or "none"
+            raise L.LoopError(f"unexpected argument {_short(arg)!r} (the arguments of {kind}: {allowed})")
+        if arg in optional and v is None:
+            continue
+        if not isinstance(v, typ) or isinstance(v, bool):
+            raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {_short(v)}")
+        if arg in NAME_ARGS and not v.isidentifier():
+            raise L.LoopError(f"argument {arg!r} must be an identifier, got {_short(v)!r}")
+    if kind == "reorder" and not all(isinstance(n, str) for n in d["loops"]):
+        raise L.LoopError(f"argument 'loops' must be a list of loop names, got {_short(d['loops'])}")
     for arg in ("factor", "xf", "yf"):
-        if arg in d and d[arg] is not None:
+        if d.get(arg) is not None:
             L.check_factor(d[arg], arg)
-    if "tail" in d and d["tail"] not in L.TAILS:
-        raise L.LoopError(f"tail must be one of {L.TAILS}, got {d['tail']!r}")
+    if d.get("tail") is not None and d["tail"] not in L.TAILS:
+        raise L.LoopError(f"tail must be one of {L.TAILS}, got {_short(d['tail'])!r}")
 
 
 @dataclass
@@ -82,17 +115,18 @@ class StageSchedule:
 
     def compute(self) -> dict[str, Any]:
         """The stage's compute directive (the last one given wins, as in Halide)."""
-        found = [d for d in self.pure if d.get("kind") in COMPUTE_KINDS]
+        found = [d for d in self.pure if isinstance(d, dict) and d.get("kind") in COMPUTE_KINDS]
         return found[-1] if found else {"kind": "compute_root"}
 
     def store(self) -> dict[str, Any] | None:
-        found = [d for d in self.pure if d.get("kind") in STORE_KINDS]
+        found = [d for d in self.pure if isinstance(d, dict) and d.get("kind") in STORE_KINDS]
         return found[-1] if found else None
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"pure": [dict(x) for x in self.pure]}
+        # A malformed directive is kept as it is (validation names it); only dicts are copied.
+        d: dict[str, Any] = {"pure": [dict(x) if isinstance(x, dict) else x for x in self.pure]}
         if self.update:
-            d["update"] = [dict(x) for x in self.update]
+            d["update"] = [dict(x) if isinstance(x, dict) else x for x in self.update]
         return d
 
 
@@ -129,6 +163,9 @@ class Schedule:
         for name, sd in d["stages"].items():
             if not isinstance(sd, dict) or not isinstance(sd.get("pure", []), list) or not isinstance(sd.get("update", []), list):
                 raise ScheduleError(name, "expected {'pure': [...], 'update': [...]}")
+            extra = sorted(set(sd) - {"pure", "update"})
+            if extra:
+                raise ScheduleError(name, f"unexpected key(s) {', '.join(map(repr, extra))}: a stage's schedule has 'pure' and 'update'")
             stages[name] = StageSchedule(
                 [dict(x) if isinstance(x, dict) else x for x in sd.get("pure", [])],
                 [dict(x) if isinstance(x, dict) else x for x in sd.get("update", [])],
@@ -141,6 +178,8 @@ class Schedule:
             return Schedule.from_json(json.loads(text))
         except json.JSONDecodeError as exc:
             raise ScheduleError("?", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise ScheduleError("?", "JSON nested too deeply") from None
 
 
 # --- builder helpers for hand-written schedules ------------------------------------
@@ -213,7 +252,7 @@ def definition_loops(
     output = stage in p.outputs if as_output is None else as_output
     for k, d in enumerate(directives):
         try:
-            check_directive(d)
+            check_directive(d, update)
             if output and extents is None:
                 _check_output_tail(loops, d, update)
             loops = L.apply(loops, d)
@@ -281,10 +320,14 @@ def _computed_inside(p: Pipeline, sched: Schedule, stage: str, consumer: str, lo
         if d["kind"] != "compute_at" or d["consumer"] not in p.stage_map:
             return False
         if d["consumer"] == consumer:
-            names = [lp.name for lp in final_loops(p, sched, consumer)]
-            return d["loop"] in names and loop in names and names.index(d["loop"]) >= names.index(loop)
+            return _loop_at_or_inside(p, sched, consumer, d["loop"], loop)
         cur = d["consumer"]
     return False
+
+
+def _loop_at_or_inside(p: Pipeline, sched: Schedule, consumer: str, loop: str, outer: str) -> bool:
+    names = [lp.name for lp in final_loops(p, sched, consumer)]
+    return loop in names and outer in names and names.index(loop) >= names.index(outer)
 
 
 def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
@@ -294,13 +337,26 @@ def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
 
 def validate(p: Pipeline, sched: Schedule) -> None:
     """Raise ScheduleError for anything wrong that can be seen without Halide."""
-    for name in sched.stages:
+    for name, ss in sched.stages.items():
         if name not in p.stage_map:
             raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
+        check_shapes(name, ss)
     for s in p.stages:
         validate_stage(p, sched, s.name)
     for s in p.stages:  # across stages: needs every stage's own directives checked first
         _check_enclosed(p, sched, s.name)
+
+
+def check_shapes(stage: str, ss: StageSchedule) -> None:
+    """Every directive of one stage well formed (before anything reads a consumer's list)."""
+    for update, directives in ((False, ss.pure), (True, ss.update)):
+        if not isinstance(directives, list):
+            raise ScheduleError(stage, f"the {'update' if update else 'pure'} directives must be a list, got {_short(directives)}")
+        for k, d in enumerate(directives):
+            try:
+                check_directive(d, update)
+            except L.LoopError as exc:
+                raise ScheduleError(stage, str(exc), d, k, update) from None
 
 
 def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
@@ -359,8 +415,17 @@ def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any],
         if d["loop"] not in names:
             fail(f"{consumer!r} has no loop {d['loop']!r} (its loops: {', '.join(names)})")
 
-    if kind in STORE_KINDS and sched.of(stage).compute()["kind"] == "compute_inline":
+    compute = sched.of(stage).compute()
+    if kind in STORE_KINDS and compute["kind"] == "compute_inline":
         fail("an inlined stage has no storage to place")
+    if kind == "store_at" and not (
+        compute["kind"] == "compute_at"
+        and (
+            (compute["consumer"] == d["consumer"] and _loop_at_or_inside(p, sched, d["consumer"], compute["loop"], d["loop"]))
+            or _computed_inside(p, sched, compute["consumer"], d["consumer"], d["loop"])
+        )
+    ):
+        fail(f"its storage must enclose where it is computed: compute it at {d['consumer']}.{d['loop']} or inside it")
 
 
 def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:

@@ -14,6 +14,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import OrderedDict
@@ -34,9 +35,32 @@ _REF_CACHE: OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, 
 _COMPILED: OrderedDict[tuple[str, str], tuple[Program, float]] = OrderedDict()
 
 
-def main(job_fd: int, result_fd: int, threads: int) -> None:
+def die_with_parent(parent: int) -> None:
+    """End this process when `parent` dies, even in the middle of a job that hangs: the kernel's
+    parent-death signal on Linux, and a watchdog thread on the parent id everywhere (a
+    killed parent's children are re-parented, so the id changes)."""
+    if sys.platform.startswith("linux"):
+        try:
+            PR_SET_PDEATHSIG = 1
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # it died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def main(job_fd: int, result_fd: int, threads: int, parent: int | None = None) -> None:
     """Worker loop: one JSON job per line in, one JSON Measurement per line out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    if parent is not None:
+        die_with_parent(parent)
     with os.fdopen(job_fd, "r") as jobs, os.fdopen(result_fd, "w") as results:
         for line in jobs:
             body = json.loads(line)
@@ -82,6 +106,9 @@ def _execute(job: Job, threads: int) -> Measurement:
     m.gflops = p.flops() / (m.median_ms * 1e6) if m.median_ms else None
     if job.autoscheduler:
         m.search_s, m.schedule_source = low.extra["search_s"], low.schedule_source
+    if job.fault == "garbage":  # a schedule that computes garbage
+        for a in outs.values():
+            a[...] = np.random.default_rng(1).uniform(-1e3, 1e3, a.shape)
     if job.verify:
         v = R.verify(p, outs, refs, method)
         m.verified, m.max_abs_err, m.max_rel_err, m.verify_method, m.tolerance = (
@@ -206,4 +233,4 @@ def _profile(low: Program, run: Callable[[], None], median_ms: float, min_time_s
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -16,7 +16,7 @@ import re
 import tempfile
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -319,7 +319,8 @@ class Emitter:
 
     # --- finishing --------------------------------------------------------------------------
     def finish(self, outputs: list[tuple[str, Value]]) -> tuple[Pipeline, list[str]]:
-        """The pipeline with a stage per output (views, inputs and constants get a copy stage)."""
+        """The pipeline with a stage per output (views, inputs and constants get a copy stage);
+        inputs that an operator needs positive get test data inside that domain (reported)."""
         names: list[str] = []
         stage_names = {s.name for s in self.b.stages}
         for hint, v in outputs:
@@ -327,7 +328,47 @@ class Emitter:
             if t not in stage_names or t in names:
                 t = self.b.materialize(self.name(hint), t)
             names.append(t)
-        return self.b.build(names), names
+        p = self.b.build(names)
+        needs = positive_inputs(p)
+        if needs:
+            lo, hi = POSITIVE_RANGE
+            p = replace(p, inputs=[replace(i, low=lo, high=hi) if i.name in needs else i for i in p.inputs])
+            self.simplifications += [
+                f"input {n!r} feeds {why}: its random test data is drawn from U[{lo:g}, {hi:g}) (inside that domain), not U[-1, 1)"
+                for n, why in sorted(needs.items())
+            ]
+        return p, names
+
+
+POSITIVE_RANGE = (0.5, 1.5)  # away from 0 too: 1/x and log x stay well conditioned
+# Operators that only return the values of their input (rearranged, repeated or cropped): an
+# input seen through them is still that input, with its domain.
+_VIEW_OPS = frozenset({"reshape", "transpose", "slice", "expand", "copy", "crop", "gather", "concat"})
+
+
+def positive_inputs(p: Pipeline) -> dict[str, str]:
+    """Data inputs (not weights) that an operator's domain needs positive, read directly or
+    through views: log, sqrt, reciprocal, a fractional power, a divisor. Input -> why."""
+    data = {i.name for i in p.inputs if not i.weight}
+    origin: dict[str, set[str]] = {n: {n} for n in data}
+    needs: dict[str, str] = {}
+    for rec in p.ops:
+        srcs = [origin.get(x) for x in rec.inputs]
+        if rec.op in _VIEW_OPS and all(s is not None for s in srcs):
+            origin[rec.output] = set().union(*[s for s in srcs if s is not None])
+            continue
+        fn = rec.attrs.get("fn")
+        pow_exp = rec.attrs.get("p")
+        domain = rec.op == "unary" and (
+            fn in ("log", "sqrt", "reciprocal") or (fn == "pow" and isinstance(pow_exp, (int, float)) and float(pow_exp) != int(pow_exp))
+        )
+        read = rec.inputs[:1] if domain else []
+        if rec.op in ("binary", "div") and (fn == "div" or rec.op == "div") and "b" not in rec.attrs and rec.inputs:
+            read, domain = rec.inputs[-1:], True  # the divisor
+        for x in read:
+            for n in origin.get(x, ()):
+                needs.setdefault(n, f"{fn or rec.op} (stage {rec.output!r})")
+    return needs
 
 
 def fold_batchnorm(

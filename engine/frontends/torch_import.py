@@ -73,6 +73,19 @@ def import_torch(
     finally:
         module.train(was_training)
     pipeline, out_names = em.finish(outputs)
+    ranged = {i.name: i for i in pipeline.inputs if not i.weight and (i.low, i.high) != (-1.0, 1.0)}
+    if ranged:  # an operator's domain needs other data than the examples: record outputs on data inside it
+        g = torch.Generator().manual_seed(0)
+        example_inputs = tuple(
+            torch.empty_like(ex).uniform_(ranged[ir].low, ranged[ir].high, generator=g) if ir in ranged else ex
+            for ir, ex in zip(input_names, example_inputs)
+        )
+        try:
+            module.eval()
+            with torch.no_grad():
+                expected = _flatten_outputs(module(*example_inputs))
+        finally:
+            module.train(was_training)
     if len(out_names) != len(expected):
         raise ModelImportError(f"{cls}: traced {len(out_names)} outputs but the module returned {len(expected)}")
     arrays = dict(em.weights)
