@@ -33,6 +33,9 @@ FORMAT_VERSION = 1
 BYTES_PER_ELEMENT = 4  # every buffer is float32
 
 
+MAX_ELEMENTS = 2**31 - 1  # Halide indexes buffers and loops with 32-bit integers
+
+
 class PipelineError(ValueError):
     """A pipeline description that is malformed; the message says where."""
 
@@ -262,6 +265,8 @@ class Pipeline:
                 raise PipelineError(f"input {i.name!r}: only float32 is supported, got {i.dtype!r}")
             if not i.shape or any(x <= 0 for x in i.shape):
                 raise PipelineError(f"input {i.name!r}: shape must be positive, got {i.shape}")
+            if math.prod(i.shape) > MAX_ELEMENTS:
+                raise PipelineError(f"input {i.name!r}: {math.prod(i.shape)} elements, past Halide's 32-bit indices ({MAX_ELEMENTS})")
             names.add(i.name)
         for s in self.stages:
             where = f"stage {s.name!r}"
@@ -269,6 +274,10 @@ class Pipeline:
                 raise PipelineError(f"{where}: duplicate name")
             if not s.dims or any(d.extent <= 0 for d in s.dims + s.rdom):
                 raise PipelineError(f"{where}: every dim needs a positive extent")
+            for what, ds in (("elements", s.dims), ("reduction points", s.rdom)):
+                if math.prod(d.extent for d in ds) > MAX_ELEMENTS:
+                    n = math.prod(d.extent for d in ds)
+                    raise PipelineError(f"{where}: {n} {what}, past Halide's 32-bit indices ({MAX_ELEMENTS})")
             loop_vars = [d.name for d in s.dims + s.rdom]
             if len(set(loop_vars)) != len(loop_vars):
                 raise PipelineError(f"{where}: repeated loop variable in {loop_vars}")
