@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
-from engine.costmodel import short_label
+from engine.costmodel import default_choice, short_label
 from engine.measure import Measurement
 
 from .document import Document
@@ -148,7 +148,10 @@ class PerformancePanel(QWidget):
         v = self.values
         v["Median"].setText(_fmt_ms(measured_ms))
         unavailable = f"unavailable: {doc.prediction_error or '–'}"
-        v["Predicted"].setText(f"{pred.total_ms:.4g} ms ({short_label(pred.model)})" if pred else unavailable)
+        why = default_choice().fallback_reason  # a trained model that would not load: said where its stand-in's numbers are
+        note = "; the learned model is not usable (hover for why)" if pred and why else ""
+        v["Predicted"].setText(f"{pred.total_ms:.4g} ms ({short_label(pred.model)}{note})" if pred else unavailable)
+        v["Predicted"].setToolTip(self.ROWS["Predicted"] + (f"\n\n{why}" if why else ""))
         v["Spread"].setText(f"min {_fmt_ms(m.min_ms)} · IQR {_fmt_ms(m.iqr_ms)}" if ok and m is not None else "–")
         if ok and m is not None and m.gflops is not None:
             v["GFLOP/s"].setText(f"{m.gflops:.3g} measured")

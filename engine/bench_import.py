@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import cli_args as A
 from . import halide_backend as HB
 from . import segments
 from .ir import Pipeline
@@ -48,22 +49,29 @@ def add_parser(bsub: Any) -> None:
     """The `bench import` subcommand's arguments (engine/cli.py adds the subcommand)."""
     bp = bsub.add_parser("import", help="ResNet-50 ONNX: import, default schedule, lowering and JIT compile, timed per phase")
     bp.add_argument("--json", action="store_true")
-    bp.add_argument("--model", help="time this .onnx file instead of exporting ResNet-50")
-    bp.add_argument("--size", type=int, default=224, help="ResNet-50 input height and width (default 224)")
-    bp.add_argument("--width", type=int, default=64, help="ResNet-50 stem channels (64 is the real network; smaller keeps the graph)")
-    bp.add_argument("--repeats", type=int, default=3, help="timed repeats (medians are reported)")
+    bp.add_argument("--model", type=A.input_file, help="time this .onnx file instead of exporting ResNet-50")
+    # ResNet-50 halves its input five times: 32 is the least that leaves a pixel.
+    resnet_size = A.int_in(32, 4096)
+    bp.add_argument("--size", type=resnet_size, default=224, help="ResNet-50 input height and width (default 224)")
     bp.add_argument(
-        "--verify-size", type=int, default=0, help="also run the default schedule once at this input size, verified with ONNX Runtime"
+        "--width", type=A.int_in(1, 1024), default=64, help="ResNet-50 stem channels (64 is the real network; smaller keeps the graph)"
     )
-    bp.add_argument("--threads", type=int, default=None, help="Halide threads for the verification run")
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="timed repeats (medians are reported)")
+    bp.add_argument(
+        "--verify-size",
+        type=A.zero_or(resnet_size),
+        default=0,
+        help="also run the default schedule once at this input size (32 or more; 0: no), verified with ONNX Runtime",
+    )
+    bp.add_argument("--threads", type=A.threads, default=None, help="Halide threads for the verification run")
     bp.add_argument(
         "--compare-whole",
-        type=int,
+        type=A.nonneg_int,
         default=0,
         metavar="N",
         help="also compile N times as one Halide pipeline (no segments), for comparison",
     )
-    bp.add_argument("--out", help="also write the JSON result to this file")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def export_resnet50(path: Path, size: int, width: int) -> Path:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import api, zoo
+from . import cli_args as A
 from . import reference as R
 from .halide_backend import target_string
 from .heuristic import heuristic_schedule
@@ -38,16 +39,27 @@ def add_parser(bsub: Any) -> None:
     """The `bench models` subcommand's arguments (engine/cli.py adds the subcommand)."""
     bp = bsub.add_parser("models", help="sample models: ONNX Runtime, PyTorch, default and best-found Halide schedules")
     bp.add_argument("--json", action="store_true")
-    bp.add_argument("--models", help="comma-separated .onnx files (default: every model in resources/models)")
-    bp.add_argument("--pipelines", help="also these built-in pipelines (comma-separated, or 'all'), hand schedule as best")
+    from .search import STRATEGIES  # noqa: PLC0415
+
+    bp.add_argument("--models", type=A.input_files, help="comma-separated .onnx files (default: every model in resources/models)")
+    bp.add_argument(
+        "--pipelines",
+        type=A.names_in(A.zoo_names, "pipeline", special=["all"]),
+        help="also these built-in pipelines (comma-separated, or 'all'), hand schedule as best",
+    )
     bp.add_argument("--size", choices=zoo.SIZES, default="full", help="size of the built-in pipelines")
-    bp.add_argument("--repeats", type=int, default=3, help="rounds (each variant once per round; median of round medians)")
-    bp.add_argument("--min-time", type=float, default=0.5, help="minimum timed seconds per variant and round")
-    bp.add_argument("--threads", type=int, default=None, help="threads for Halide and both peers (default: all cores)")
-    bp.add_argument("--out", help="also write the JSON result to this file")
-    bp.add_argument("--search", default="greedy", help="search strategy for the models' best schedule, or 'none' (heuristic)")
-    bp.add_argument("--search-budget-s", type=float, default=60.0, help="wall seconds per model's search")
-    bp.add_argument("--search-trials", type=int, default=24)
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="rounds (each variant once per round; median of round medians)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5, help="minimum timed seconds per variant and round")
+    bp.add_argument("--threads", type=A.threads, default=None, help="threads for Halide and both peers (default: all cores)")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+    bp.add_argument(
+        "--search",
+        choices=[*sorted(STRATEGIES), "none"],
+        default="greedy",
+        help="search strategy for the models' best schedule, or 'none' (heuristic)",
+    )
+    bp.add_argument("--search-budget-s", type=A.positive_seconds, default=60.0, help="wall seconds per model's search")
+    bp.add_argument("--search-trials", type=A.positive_int, default=24)
 
 
 def _targets(args: argparse.Namespace) -> list[tuple[str, str, Pipeline, Schedule]]:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from . import api, zoo
+from . import cli_args as A
 from .bench import geomean, median_cell
 from .costmodel import model_by_name
 from .halide_backend import AUTOSCHEDULERS, target_string
@@ -33,17 +34,23 @@ def add_parser(bsub: Any) -> None:
 
     bp = bsub.add_parser("search", help="every search strategy and Halide autoscheduler on every zoo pipeline")
     bp.add_argument("--json", action="store_true")
-    bp.add_argument("--pipelines", help="comma-separated subset of the zoo")
-    bp.add_argument("--strategies", default=",".join(sorted(STRATEGIES)), help="comma-separated subset")
+    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
+    bp.add_argument(
+        "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(sorted(STRATEGIES)), help="comma-separated subset"
+    )
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
-    bp.add_argument("--budget-s", type=float, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)")
-    bp.add_argument("--extra-s", type=float, default=60.0, help="measurement seconds on top of Adams2019's search time")
-    bp.add_argument("--trials", type=int, default=24, help="hardware measurements per search at most")
-    bp.add_argument("--seed", type=int, default=0)
-    bp.add_argument("--model", default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm")
-    bp.add_argument("--repeats", type=int, default=3, help="final rounds (median of round medians)")
-    bp.add_argument("--min-time", type=float, default=0.3, help="minimum timed seconds per variant and round")
-    bp.add_argument("--out", help="also write the JSON result to this file")
+    bp.add_argument(
+        "--budget-s", type=A.positive_seconds, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)"
+    )
+    bp.add_argument("--extra-s", type=A.nonneg_seconds, default=60.0, help="measurement seconds on top of Adams2019's search time")
+    bp.add_argument("--trials", type=A.positive_int, default=24, help="hardware measurements per search at most")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument(
+        "--model", choices=A.COST_MODELS, default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm"
+    )
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="final rounds (median of round medians)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3, help="minimum timed seconds per variant and round")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def _log(msg: str) -> None:
@@ -77,6 +84,10 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
     for s in strategies:
         if s not in STRATEGIES:
             raise ValueError(f"unknown strategy {s!r}; expected one of {', '.join(sorted(STRATEGIES))}")
+    try:
+        model_by_name(args.model)  # before any measurement: a model that is not trained fails now
+    except ValueError as exc:
+        raise api.InputError(str(exc)) from None
     opts = {"min_time_s": args.min_time, "timeout_s": 900.0, "profile": False}
     t_start = time.time()
     results: dict[str, Any] = {}

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from . import api, cli_costmodel, cli_search, zoo
+from . import cli_args as A
 from .bench_import import add_parser as add_bench_import_parser
 from .bench_models import add_parser as add_bench_models_parser
 from .bench_search import add_parser as add_bench_search_parser
-from .database import Database
+from .database import Database, DatabaseError
 from .frontends.common import ModelImportError
 from .halide_backend import AUTOSCHEDULERS, lowered_stmt
 from .ir import PipelineError
@@ -44,14 +45,14 @@ def _measure_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
     sp.add_argument("--no-db", action="store_true", help="neither read nor write the database")
     sp.add_argument("--force", action="store_true", help="measure again even if a stored result exists")
-    sp.add_argument("--threads", type=int, default=None, help="Halide threads (default: all cores)")
-    sp.add_argument("--min-time", type=float, default=0.3, help="minimum total timed seconds")
-    sp.add_argument("--timeout", type=float, default=600.0, help="seconds before the job is killed")
+    sp.add_argument("--threads", type=A.threads, default=None, help=f"Halide threads, 1 to {A.MAX_THREADS} (default: all cores)")
+    sp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3, help="minimum total timed seconds")
+    sp.add_argument("--timeout", type=A.positive_seconds, default=600.0, help="seconds before the job is killed")
     sp.add_argument("--no-profile", action="store_true", help="skip the per-stage profile")
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="schedule-explorer", description="Explore Halide schedules of pipelines.")
+    ap = A.ArgumentParser(prog="schedule-explorer", description="Explore Halide schedules of pipelines.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("pipelines", help="list the built-in pipelines")
     sp.add_argument("--json", action="store_true")
@@ -66,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     _measure_opts(sp)
     sp = sub.add_parser("lower", help="Halide's lowered Stmt for a schedule")
     _common(sp)
-    sp.add_argument("--html", help="also write the HTML Stmt to this file")
+    sp.add_argument("--html", type=A.output_file, help="also write the HTML Stmt to this file")
     sp = sub.add_parser("export", help="the schedule as Halide C++ or Python source")
     _common(sp)
     sp.add_argument("--lang", choices=["cpp", "python"], default="cpp")
@@ -80,19 +81,24 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--input-shape", action="append", default=[], help="PyTorch: an example input's shape, e.g. 1,3,224,224 (once per input)"
     )
-    sp.add_argument("--weights-dir", help="where the weights .npz goes (default: the user cache directory)")
-    sp.add_argument("--out", help="also write the pipeline JSON to this file (then usable by show / measure / ...)")
+    sp.add_argument("--weights-dir", type=A.output_dir, help="where the weights .npz goes (default: the user cache directory)")
+    sp.add_argument("--out", type=A.output_file, help="also write the pipeline JSON to this file (then usable by show / measure / ...)")
     sp.add_argument("--json", action="store_true")
     sp = sub.add_parser("bench", help="benchmarks")
     bsub = sp.add_subparsers(dest="bench", required=True)
     bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
-    bp.add_argument("--pipelines", help="comma-separated subset of the zoo")
-    bp.add_argument("--autoschedulers", default=",".join(AUTOSCHEDULERS), help="comma-separated, or 'none'")
-    bp.add_argument("--repeats", type=int, default=3, help="measurements per variant (median of medians)")
-    bp.add_argument("--min-time", type=float, default=0.5)
-    bp.add_argument("--out", help="also write the JSON result to this file")
+    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
+    bp.add_argument(
+        "--autoschedulers",
+        type=A.names_in(AUTOSCHEDULERS, "autoscheduler", special=["none"]),
+        default=",".join(AUTOSCHEDULERS),
+        help="comma-separated, or 'none'",
+    )
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="measurements per variant (median of medians)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5)
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
     add_bench_models_parser(bsub)
     add_bench_import_parser(bsub)
     add_bench_search_parser(bsub)
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
-    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, OSError) as exc:
+    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, DatabaseError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

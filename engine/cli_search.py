@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import api, zoo
+from . import cli_args as A
 from .costmodel import model_by_name
 from .database import Database
 from .halide_backend import AUTOSCHEDULERS
@@ -29,15 +30,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
     sp.add_argument("--size", choices=zoo.SIZES, default="full")
     sp.add_argument("--strategy", choices=sorted(STRATEGIES), default="greedy" if "greedy" in STRATEGIES else "random")
-    sp.add_argument("--budget-s", type=float, default=60.0, help="wall-clock seconds (model time and measurements)")
-    sp.add_argument("--trials", type=int, default=32, help="hardware measurements at most")
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--model", default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm")
+    sp.add_argument("--budget-s", type=A.positive_seconds, default=60.0, help="wall-clock seconds (model time and measurements)")
+    sp.add_argument("--trials", type=A.positive_int, default=32, help="hardware measurements at most")
+    sp.add_argument("--seed", type=A.seed, default=0)
+    sp.add_argument(
+        "--model", choices=A.COST_MODELS, default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm"
+    )
     sp.add_argument("--baseline", choices=[*AUTOSCHEDULERS, "none"], default="Adams2019", help="autoscheduler measured beside")
-    sp.add_argument("--out", help="write the best schedule JSON here (loads back with measure --schedule FILE)")
+    sp.add_argument("--out", type=A.output_file, help="write the best schedule JSON here (loads back with measure --schedule FILE)")
     sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
     sp.add_argument("--no-db", action="store_true", help="neither read nor write the database")
-    sp.add_argument("--threads", type=int, default=None, help="Halide threads (default: all cores)")
+    sp.add_argument("--threads", type=A.threads, default=None, help=f"Halide threads, 1 to {A.MAX_THREADS} (default: all cores)")
     sp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sp.add_argument("--json", action="store_true")
     return sp

@@ -7,7 +7,6 @@ made it and is never mixed up with a measurement.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from functools import lru_cache
@@ -15,10 +14,12 @@ from pathlib import Path
 
 from ..resources import COSTMODEL_DIR
 from .analytic import AnalyticModel
-from .base import CostModel, Prediction, short_label
+from .base import CostModel, ModelChoice, Prediction, short_label
+from .files import ModelFileError, read_json
 
 __all__ = [
-    "ENV_VAR", "AnalyticModel", "CostModel", "Prediction", "default_model", "load_model", "model_by_name", "model_dirs", "short_label",
+    "ENV_VAR", "AnalyticModel", "CostModel", "ModelChoice", "ModelFileError", "Prediction", "default_choice", "default_model", "load_model",
+    "model_by_name", "model_dirs", "short_label",
 ]  # fmt: skip
 
 SHIPPED = COSTMODEL_DIR  # the trained models shipped in resources/costmodel
@@ -59,25 +60,36 @@ def model_dirs() -> list[Path]:
 
 
 @lru_cache(maxsize=1)
-def default_model() -> CostModel:
+def default_choice() -> ModelChoice:
     """The best available model: the learned model that `default.json` in the first model
     directory names (chosen by `costmodel eval` on held-out pipelines), else the analytic
-    estimate. A model that fails to load (e.g. trained on another feature version) is
-    reported on stderr and skipped."""
+    estimate. A model that fails to load (a truncated or corrupt file, another feature
+    version) is reported on stderr and in the choice's `fallback_reason`, and skipped.
+    Loaded once per process: every prediction reuses it."""
     if os.environ.get(ENV_VAR) == "analytic":
-        return AnalyticModel()
+        return ModelChoice(AnalyticModel(), "analytic")
+    failed: list[str] = []
     for d in model_dirs():
         choice = d / "default.json"
         if not choice.exists():  # checked before importing torch: a plain start stays fast
             continue
         try:
-            name = json.loads(choice.read_text())["model"]
-            if name == "analytic":
-                return AnalyticModel()
-            return load_model(d, name)
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"cost model in {d} not usable ({exc}); trying the next", file=sys.stderr)
-    return AnalyticModel()
+            name = read_json(choice).get("model")
+            if not isinstance(name, str):
+                raise ModelFileError(f"{choice}: no model name in it")
+            return ModelChoice(AnalyticModel() if name == "analytic" else load_model(d, name), str(d), "; ".join(failed))
+        except (OSError, ValueError) as exc:  # ModelFileError is a ValueError
+            failed.append(f"cost model in {d} not usable ({exc})")
+            print(f"{failed[-1]}; trying the next", file=sys.stderr)
+    return ModelChoice(AnalyticModel(), "analytic", "; ".join(failed))
+
+
+def default_model() -> CostModel:
+    """`default_choice()`'s model (cached: loaded once per process, not per prediction)."""
+    return default_choice().model
+
+
+default_model.cache_clear = default_choice.cache_clear  # type: ignore[attr-defined]  # resetting either resets both
 
 
 def model_by_name(name: str) -> CostModel:

@@ -28,6 +28,16 @@ class CostModel(Protocol):
         ...
 
 
+@dataclass
+class ModelChoice:
+    """The model the app and search use, where it came from, and why a model named by a
+    `default.json` was not used (empty when none failed): a reason to show the user."""
+
+    model: CostModel
+    source: str  # the model directory, or "analytic"
+    fallback_reason: str = ""
+
+
 def short_label(model: str) -> str:
     """A model's name for legends and labels: "analytic estimate", "GNN, learned", ..."""
     if "roofline" in model or "analytic" in model:

@@ -25,6 +25,7 @@ from ..database import Database
 from ..ir import Pipeline
 from ..schedule import Schedule
 from .dataset import Sample, load
+from .files import read_json, write_json
 
 
 class SampleModel(Protocol):
@@ -152,7 +153,7 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
     from .train import load_models  # noqa: PLC0415
 
     d = Path(model_dir)
-    info = json.loads((d / "split.json").read_text())
+    info = read_json(d / "split.json")
     target, host, threads = info["environment"]
     samples = load(db_path, target=target, host=host, threads=threads)
     unseen, seen = held_out(samples, info)
@@ -172,7 +173,5 @@ def choose(results: dict[str, dict[str, Any]], model_dir: str | Path) -> str:
         return (m.get("pairwise_acc") or 0.0, m.get("kendall_tau") or 0.0)
 
     best = max((n for n in results if isinstance(results[n], dict) and "pairwise_acc" in results[n]), key=key)
-    Path(model_dir, "default.json").write_text(
-        json.dumps({"model": best, "by": "pairwise_acc on held-out pipelines", **results[best]}, indent=1)
-    )
+    write_json(Path(model_dir, "default.json"), {"model": best, "by": "pairwise_acc on held-out pipelines", **results[best]}, indent=1)
     return best

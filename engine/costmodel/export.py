@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..measure import Measurement
 from ..schedule import Schedule
 from . import SHIPPED
 from .dataset import environments
+from .files import atomic_open, atomic_path
 
 FORMAT = 1
 SHIPPED_DATASET = SHIPPED / "dataset.jsonl.gz"
@@ -48,7 +50,8 @@ def export_dataset(db_path: str | Path, out: str | Path) -> dict[str, Any]:
             "ORDER BY m.pipeline_hash, m.schedule_hash",
             (target, host, threads),
         ).fetchall()
-    with gzip.open(out, "wt", encoding="utf-8") as f:
+    # The gzip header names the file (not the temp file it is written as).
+    with atomic_open(out, "wb") as raw, io.TextIOWrapper(gzip.GzipFile(Path(out).name, "wb", fileobj=raw), encoding="utf-8") as f:
         f.write(json.dumps({"kind": "header", "format": FORMAT, "environment": [target, host, threads]}) + "\n")
         for h, name, origin, seed, body in pipes:
             f.write(
@@ -100,8 +103,6 @@ def shipped_db(path: Path = SHIPPED_DATASET) -> Path:
     db = Path(user_cache_dir("schedule-explorer", appauthor=False)) / f"dataset-{digest}.sqlite"
     if not db.exists():
         db.parent.mkdir(parents=True, exist_ok=True)
-        tmp = db.with_suffix(".partial")
-        tmp.unlink(missing_ok=True)
-        import_dataset(path, tmp)
-        tmp.replace(db)  # a half-imported file is never taken for the dataset
+        with atomic_path(db) as tmp:  # a half-imported file is never taken for the dataset
+            import_dataset(path, tmp)
     return db

@@ -14,7 +14,7 @@ schedules of the same pipeline).
 
 from __future__ import annotations
 
-import json
+import io
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -32,6 +32,7 @@ from ..loopnest import LoopNest
 from ..schedule import Schedule
 from .base import Prediction
 from .dataset import Sample, sample_of
+from .files import ModelFileError, read_metadata, torch_archive, write_bytes, write_json
 from .targets import clip_predictions, log_range, targets_of
 
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0)
@@ -272,21 +273,36 @@ class TorchCostModel:
         return Prediction(self.name, float(total[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
 
     def save(self, directory: str | Path, stem: str) -> None:
+        """`stem`.pt (the state_dict, torch's zip format) and `stem`.json (architecture,
+        feature version, the weights' sha256), each written atomically."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), d / f"{stem}.pt")
-        (d / f"{stem}.json").write_text(json.dumps({**self.config, "name": self.name, "feature_version": F.VERSION}, indent=2))
+        buf = io.BytesIO()
+        torch.save(self.net.state_dict(), buf)
+        digest = write_bytes(d / f"{stem}.pt", buf.getvalue())
+        write_json(d / f"{stem}.json", {**self.config, "name": self.name, "feature_version": F.VERSION, "sha256": digest})
 
 
 def load_torch(directory: str | Path, stem: str, make: Callable[[dict[str, Any]], nn.Module]) -> TorchCostModel:
+    """The model saved by `TorchCostModel.save`. Weights must be a zip archive and load with
+    weights_only=True (no code runs); anything wrong with either file is a ModelFileError."""
     d = Path(directory)
-    cfg = json.loads((d / f"{stem}.json").read_text())
-    if cfg.get("feature_version") != F.VERSION:
-        raise ValueError(f"{d / stem}: trained on features version {cfg.get('feature_version')}, this build has {F.VERSION}: retrain")
-    net = make(cfg)
-    net.load_state_dict(torch.load(d / f"{stem}.pt", weights_only=True))  # never unpickles code
+    meta, weights = d / f"{stem}.json", d / f"{stem}.pt"
+    cfg = read_metadata(meta, F.VERSION)
+    try:
+        net, name = make(cfg), str(cfg["name"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"{meta}: missing or bad architecture entry ({type(exc).__name__}: {exc})") from None
+    data = torch_archive(weights, cfg.get("sha256"))
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True)  # never unpickles code
+        net.load_state_dict(state)  # missing / unexpected keys and shape mismatches raise here
+    except Exception as exc:  # noqa: BLE001  # UnpicklingError, RuntimeError, KeyError...: all one "bad file"
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()]  # load_state_dict lists every tensor: keep two
+        detail = "; ".join(lines[:2]) + (f"; and {len(lines) - 2} more" if len(lines) > 2 else "")
+        raise ModelFileError(f"{weights}: not usable weights for {meta.name} ({type(exc).__name__}: {detail})") from None
     net.eval()
-    return TorchCostModel(net, cfg["name"], cfg)
+    return TorchCostModel(net, name, cfg)
 
 
 GNN_NAME = "GNN cost model (learned prediction)"

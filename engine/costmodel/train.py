@@ -6,14 +6,15 @@ others (recorded in split.json so evaluation uses the same test sets), trains th
 the Halide-style MLP and the TVM-style LightGBM on the rest, and writes:
 
   gnn.pt, halide.pt     torch state_dicts (loaded with weights_only=True)
-  gnn.json, halide.json architecture, target, feature version
-  tvm.txt, tvm.json     LightGBM's text model format and its base score (never pickle)
+  gnn.json, halide.json architecture, target, feature version, the weights' sha256
+  tvm.txt, tvm.json     LightGBM's text model format and its base score and sha256 (never pickle)
   split.json            environment and held-out pipelines / schedules
+
+each atomically (engine/costmodel/files.py): an interrupted run leaves the old file or the new.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from ..database import Database
 from . import default_dir, load_model
 from .baselines import train_halide
 from .dataset import environments, load, split
+from .files import write_json
 from .gnn import TorchCostModel, train_gnn
 from .trees import TVMModel
 
@@ -79,7 +81,7 @@ def train_all(
         "train_samples": len(train),
         "train_pipelines": len({s.pipeline_hash for s in train}),
     }
-    (out / "split.json").write_text(json.dumps(info, indent=1))
+    write_json(out / "split.json", info, indent=1)
     fit = {"epochs": epochs, "batch": batch, "target": target, "rank_weight": rank_weight, "seed": seed, "log": log}
     stats: dict[str, Any] = {}
     for name in models:

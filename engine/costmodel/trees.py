@@ -13,7 +13,6 @@ pipelines.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from ..loopnest import LoopNest
 from ..schedule import Schedule
 from .base import Prediction
 from .dataset import Sample, sample_of
+from .files import ModelFileError, lightgbm_text, read_metadata, write_bytes, write_json
 from .targets import clip_predictions, log_range, targets_of
 
 TVM_NAME = "TVM-style LightGBM pack-sum (learned prediction)"
@@ -101,15 +101,28 @@ class TVMModel:
         return Prediction(self.name, float(totals[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
 
     def save(self, directory: str | Path, stem: str = "tvm") -> None:
+        """`stem`.txt (LightGBM's text format, never pickle) and `stem`.json (base score,
+        feature version and the text's sha256), each written atomically."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(d / f"{stem}.txt"))  # LightGBM's text format, never pickle
-        (d / f"{stem}.json").write_text(json.dumps({**self.config, "base": self.base, "feature_version": F.VERSION}, indent=2))
+        digest = write_bytes(d / f"{stem}.txt", self.booster.model_to_string().encode("utf-8"))
+        meta = {**self.config, "base": self.base, "feature_version": F.VERSION, "sha256": digest}
+        write_json(d / f"{stem}.json", meta)
 
     @staticmethod
     def load(directory: str | Path, stem: str = "tvm") -> TVMModel:
+        """The model saved by `save`; a missing, incomplete or mismatched file is a ModelFileError
+        (checked before LightGBM parses it: LightGBM crashes the process on a truncated file)."""
         d = Path(directory)
-        cfg = json.loads((d / f"{stem}.json").read_text())
-        if cfg.get("feature_version") != F.VERSION:
-            raise ValueError(f"{d / stem}: trained on features version {cfg.get('feature_version')}, this build has {F.VERSION}: retrain")
-        return TVMModel(lgb.Booster(model_file=str(d / f"{stem}.txt")), float(cfg["base"]), cfg)
+        meta = d / f"{stem}.json"
+        cfg = read_metadata(meta, F.VERSION)
+        try:
+            base = float(cfg["base"])
+        except (KeyError, TypeError, ValueError):
+            raise ModelFileError(f"{meta}: no numeric 'base' score") from None
+        text = lightgbm_text(d / f"{stem}.txt", cfg.get("sha256"))
+        try:
+            booster = lgb.Booster(model_str=text)
+        except lgb.basic.LightGBMError as exc:
+            raise ModelFileError(f"{d / stem}.txt: LightGBM cannot read it ({exc})") from None
+        return TVMModel(booster, base, cfg)
