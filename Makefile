@@ -6,7 +6,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS  ?=
 
-.PHONY: run test lint bench
+.PHONY: run test lint wheel-check bench
 
 $(STAMP): pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -21,7 +21,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
+
+wheel-check: $(STAMP)
+	$(PY) .ci/wheel_check.py
 
 bench: $(STAMP)
 	$(PY) main.py bench core

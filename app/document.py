@@ -68,7 +68,7 @@ def _load_schedule(p: Pipeline, spec: str) -> Schedule:
         raise
     except ScheduleError as exc:  # a schedule file written for another pipeline
         raise api.InputError(f"{schedule_label(spec)}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001  # engine/hand_schedules.py is still being written: a broken one must not stop the app
+    except Exception as exc:  # engine/hand_schedules.py is still being written: a broken one must not stop the app
         if spec != "hand":
             raise
         raise api.InputError(f"hand-written schedules are unavailable ({type(exc).__name__}: {exc})") from None

@@ -116,7 +116,7 @@ def _as_float(e: Any) -> Any:
 
 
 def _expr(e: E.Expr, env: dict[str, Any], funcs: dict[str, hl.Func], params: dict[str, hl.ImageParam]) -> Any:
-    rec = lambda x: _expr(x, env, funcs, params)  # noqa: E731
+    rec = lambda x: _expr(x, env, funcs, params)
     if isinstance(e, E.Const):
         return hl.Expr(int(e.value)) if isinstance(e.value, int) else hl.f32(e.value)
     if isinstance(e, E.Var):

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from . import expr as E
-from .ir import Pipeline
+from .ir import Pipeline, Stage
 
 MAX_POINTS = 60_000_000  # per evaluated block; larger stages are evaluated in slices
 
@@ -28,7 +28,7 @@ def interpret(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {o: values[o] for o in p.outputs}
 
 
-def _eval_block(s, values: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
+def _eval_block(s: Stage, values: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
     names = [d.name for d in s.dims]
     nd = len(names) + len(s.rdom)
     grids: dict[str, np.ndarray] = {}
@@ -50,7 +50,7 @@ def _eval_block(s, values: dict[str, np.ndarray], start: int, stop: int) -> np.n
 
 
 def _ev(e: E.Expr, grids: dict[str, np.ndarray], values: dict[str, np.ndarray]):
-    rec = lambda x: _ev(x, grids, values)  # noqa: E731
+    rec = lambda x: _ev(x, grids, values)
     if isinstance(e, E.Const):
         return e.value
     if isinstance(e, E.Var):

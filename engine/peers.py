@@ -230,7 +230,7 @@ def _sample_module(name: str) -> tuple[Any, str]:
 # The built-in operators with a natural torch.nn.functional equivalent (float32, NCHW).
 def _torch_ops() -> dict[str, Callable[..., Any]]:
     import torch  # noqa: PLC0415
-    from torch.nn import functional as F  # noqa: PLC0415, N812
+    from torch.nn import functional as F  # noqa: PLC0415
 
     def conv2d(x: Any, w: Any, b: Any = None, *, stride: int, groups: int, padding: int = 0, **_: Any) -> Any:
         return F.conv2d(x, w, b, stride=stride, padding=padding, groups=groups)

@@ -183,7 +183,7 @@ _libc: Any = None
 
 
 def _fflush() -> None:
-    global _libc
+    global _libc  # noqa: PLW0603  # one libc handle per process, opened on first use
     try:
         if _libc is None:
             _libc = ctypes.CDLL(None)

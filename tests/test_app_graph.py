@@ -129,7 +129,7 @@ def test_text_colour_stays_readable() -> None:
     for t in (0.0, 0.5, 1.0):
         fill = heat_color(t)
         ink = text_color_on(fill)
-        lum = lambda c: 0.2126 * c.redF() ** 2.2 + 0.7152 * c.greenF() ** 2.2 + 0.0722 * c.blueF() ** 2.2  # noqa: E731
+        lum = lambda c: 0.2126 * c.redF() ** 2.2 + 0.7152 * c.greenF() ** 2.2 + 0.0722 * c.blueF() ** 2.2
         hi, lo = max(lum(fill), lum(ink)), min(lum(fill), lum(ink))
         assert (hi + 0.05) / (lo + 0.05) >= 4.0, t  # near WCAG AA contrast
 
@@ -143,11 +143,11 @@ def test_layout_puts_inputs_next_to_their_first_consumer() -> None:
         assert layer[u] < layer[v]
 
 
-def test_500_stage_graph_structure(qtbot: QtBot, tmp_path) -> None:  # noqa: ANN001
+def test_500_stage_graph_structure(qtbot: QtBot, tmp_path) -> None:
     p = synthetic_pipeline(500)
     assert 480 <= len(p.stages) <= 520
     path = tmp_path / "syn.json"
-    import json  # noqa: PLC0415
+    import json
 
     path.write_text(json.dumps(p.to_json()))
     doc = Document()
@@ -184,7 +184,7 @@ def test_500_stage_graph_structure(qtbot: QtBot, tmp_path) -> None:  # noqa: ANN
 
 
 def test_layout_of_a_small_dag_is_crossing_free() -> None:
-    import networkx as nx  # noqa: PLC0415
+    import networkx as nx
 
     g = nx.DiGraph([("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("a", "d")])
     lay = layered_layout(g, lambda n: (100.0, 40.0))

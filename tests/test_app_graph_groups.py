@@ -53,8 +53,8 @@ def test_groups_follow_module_paths() -> None:
     assert not find_groups(zoo.get("resnet_block", "small"))  # no module paths: nothing to group
 
 
-def test_importer_records_module_paths(tmp_path) -> None:  # noqa: ANN001
-    from engine.frontends import import_onnx  # noqa: PLC0415
+def test_importer_records_module_paths(tmp_path) -> None:
+    from engine.frontends import import_onnx
 
     p = import_onnx("resources/models/resnet18_stage.onnx", tmp_path).pipeline
     assert p.source["scopes"]["layer1_layer1_0_conv1_Conv"] == "layer1/layer1.0/conv1"
@@ -130,12 +130,12 @@ def test_collapsed_group_shows_its_stages_time(panel: GraphPanel) -> None:
     assert panel.legend.top_share == pytest.approx(5.0 / sum(ms.values()))  # the hottest thing drawn: this group
 
 
-def test_small_pipelines_are_not_grouped(qtbot: QtBot, open_window) -> None:  # noqa: ANN001
+def test_small_pipelines_are_not_grouped(qtbot: QtBot, open_window) -> None:
     w = open_window("resnet_block")
     assert not w.graph.view.grouped and not w.graph.group_button.isEnabled()
 
 
-def test_window_selection_expands_a_group(qtbot: QtBot, open_window, tmp_path) -> None:  # noqa: ANN001
+def test_window_selection_expands_a_group(qtbot: QtBot, open_window, tmp_path) -> None:
     path = tmp_path / "model.json"
     path.write_text(json.dumps(synthetic_model().to_json()))
     w: MainWindow = open_window(str(path))

@@ -40,7 +40,7 @@ def themed() -> Iterator[None]:
     restore_native(QApplication.instance())
 
 
-def test_opening_an_onnx_model_shows_its_import_report(open_window, warnings: list[str]) -> None:  # noqa: ANN001
+def test_opening_an_onnx_model_shows_its_import_report(open_window, warnings: list[str]) -> None:
     w: MainWindow = open_window("blur")
     assert w.open_pipeline(str(SMALL_CNN))
     assert not warnings
@@ -67,7 +67,7 @@ def test_opening_an_onnx_model_shows_its_import_report(open_window, warnings: li
     assert w.import_report_dock.isVisible()
 
 
-def test_a_truncated_model_is_refused_and_the_document_kept(open_window, warnings: list[str], tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_truncated_model_is_refused_and_the_document_kept(open_window, warnings: list[str], tmp_path: Path) -> None:
     w: MainWindow = open_window("blur")
     before = w.doc.pipeline_spec, w.doc.schedule_hash, w.windowTitle()
     bad = tmp_path / "broken.onnx"
@@ -78,7 +78,7 @@ def test_a_truncated_model_is_refused_and_the_document_kept(open_window, warning
     assert w.import_report.report is None
 
 
-def test_dropping_an_onnx_model_opens_it(open_window, warnings: list[str]) -> None:  # noqa: ANN001
+def test_dropping_an_onnx_model_opens_it(open_window, warnings: list[str]) -> None:
     w: MainWindow = open_window("blur")
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(SMALL_CNN))])
@@ -90,7 +90,7 @@ def test_dropping_an_onnx_model_opens_it(open_window, warnings: list[str]) -> No
     assert w.doc.pipeline_spec == str(SMALL_CNN) and not warnings
 
 
-def test_dark_theme_changes_the_palette_and_is_remembered(qtbot: QtBot, open_window, themed: None) -> None:  # noqa: ANN001
+def test_dark_theme_changes_the_palette_and_is_remembered(qtbot: QtBot, open_window, themed: None) -> None:
     w: MainWindow = open_window("blur")
     w.theme.set_mode("light")
     assert not is_dark(QApplication.palette())

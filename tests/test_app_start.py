@@ -26,7 +26,7 @@ def _window(qtbot: QtBot, persist_layout: bool = False) -> MainWindow:
     return w
 
 
-def test_plain_start_opens_the_start_page_with_blur_behind_it(qapp: QApplication, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_plain_start_opens_the_start_page_with_blur_behind_it(qapp: QApplication, tmp_path: Path, monkeypatch) -> None:
     seen: list[tuple[str, bool, str]] = []
 
     class Spy(MainWindow):

@@ -15,7 +15,7 @@ from engine.frontends.common import write_weights
 MODEL = Path(__file__).resolve().parent.parent / "resources" / "models" / "small_cnn.onnx"
 
 
-def test_bench_import_times_every_phase(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_bench_import_times_every_phase(tmp_path, capsys) -> None:
     out = tmp_path / "r.json"
     assert cli.main(["bench", "import", "--model", str(MODEL), "--repeats", "2", "--compare-whole", "1", "--json", "--out", str(out)]) == 0
     r = json.loads(capsys.readouterr().out)
@@ -28,7 +28,7 @@ def test_bench_import_times_every_phase(tmp_path, capsys) -> None:  # noqa: ANN0
     assert r["segments"] is None and len(r["compile_whole_runs"]) == 1 and r["compile_whole_s"] > 0  # small: one pipeline
 
 
-def test_weights_file_is_reproducible_and_loadable(tmp_path) -> None:  # noqa: ANN001
+def test_weights_file_is_reproducible_and_loadable(tmp_path) -> None:
     arrays = {"b": np.arange(6, dtype=np.float32).reshape(2, 3), "a": np.ones(4, np.float32), "e": np.zeros((0, 2), np.float32)}
     p1, d1 = write_weights(arrays, tmp_path / "one", "w")
     p2, d2 = write_weights(dict(reversed(arrays.items())), tmp_path / "two", "w")
@@ -37,7 +37,7 @@ def test_weights_file_is_reproducible_and_loadable(tmp_path) -> None:  # noqa: A
         assert sorted(z.files) == ["a", "b", "e"] and np.array_equal(z["b"], arrays["b"]) and z["e"].shape == (0, 2)
 
 
-def test_module_paths_do_not_change_the_content_hash(tmp_path) -> None:  # noqa: ANN001
+def test_module_paths_do_not_change_the_content_hash(tmp_path) -> None:
     p = import_onnx(MODEL, tmp_path).pipeline
     assert p.source["scopes"] and set(p.source["scopes"]) <= set(p.stage_map)
     h = p.content_hash()

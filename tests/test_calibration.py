@@ -9,7 +9,7 @@ from engine.costmodel import SHIPPED
 from engine.costmodel.calibration import summary
 
 
-def test_calibrate_measures_once_and_scores_every_model(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_calibrate_measures_once_and_scores_every_model(tmp_path, capsys) -> None:
     db = tmp_path / "m.sqlite"
     args = ["costmodel", "calibrate", "--db", str(db), "--models-dir", str(SHIPPED), "--pipelines", "blur,matmul", "--size", "small"]
     assert cli.main([*args, "--json"]) == 0

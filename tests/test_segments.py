@@ -28,7 +28,7 @@ def resnet_like(blocks: int, c: int = 4, hw: int = 10) -> object:
     return b.build([x])
 
 
-def run(p, sched, segmented, max_stages=segments.MAX_SEGMENT_STAGES, seed=0):  # noqa: ANN001, ANN201
+def run(p, sched, segmented, max_stages=segments.MAX_SEGMENT_STAGES, seed=0):
     low = segments.lower(p, sched, segmented, max_stages)
     low.compile()
     ins = R.make_inputs(p, seed)
@@ -40,7 +40,7 @@ def run(p, sched, segmented, max_stages=segments.MAX_SEGMENT_STAGES, seed=0):  #
 
 
 @pytest.mark.parametrize("seed", [3, 11, 17, 29])
-def test_segmented_computes_what_the_whole_pipeline_computes(seed) -> None:  # noqa: ANN001
+def test_segmented_computes_what_the_whole_pipeline_computes(seed) -> None:
     p = randpipe.random_pipeline(seed, max_stages=8)
     rng = random.Random(seed)
     for sched in [default_schedule(p), heuristic_schedule(p), sampler.sample_schedule(p, rng), sampler.sample_schedule(p, rng)]:

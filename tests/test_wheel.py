@@ -5,11 +5,13 @@ and only a non-editable install showed it. .ci/wheel_check.py installs the wheel
 import importlib.util
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _wheel_check():  # noqa: ANN202  # a module loaded from a path: .ci is no package
+def _wheel_check() -> ModuleType:
+    """.ci/wheel_check.py, loaded from its path (.ci is no package)."""
     spec = importlib.util.spec_from_file_location("wheel_check", ROOT / ".ci" / "wheel_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -242,7 +242,7 @@ def _batchnorm_folds(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node]) -> di
         c, m = gm.get_submodule(conv.target), gm.get_submodule(bn.target)
         if type(c) is not nn.Conv2d or m.running_mean is None:
             continue
-        arr = lambda t: None if t is None else t.detach().numpy()  # noqa: E731
+        arr = lambda t: None if t is None else t.detach().numpy()
         gamma = arr(m.weight) if m.affine else np.ones(m.num_features, np.float32)
         beta = arr(m.bias) if m.affine else np.zeros(m.num_features, np.float32)
         w, b = fold_batchnorm(arr(c.weight), arr(c.bias), gamma, beta, arr(m.running_mean), arr(m.running_var), m.eps)
@@ -282,7 +282,7 @@ def _evaluate(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[torch.fx.
     read here) become meta tensors of their shape."""
 
     def value(n: torch.fx.Node) -> Any:
-        to_t = lambda v: (  # noqa: E731
+        to_t = lambda v: (
             torch.from_numpy(v) if isinstance(v, np.ndarray) else torch.empty(em.shape(v), device="meta") if isinstance(v, str) else v
         )
         return _tree_map(to_t, env[n])
