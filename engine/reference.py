@@ -66,7 +66,7 @@ def _onnxruntime(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
 
 
 def _torch() -> Any:
-    import torch
+    import torch  # noqa: PLC0415  # seconds to import: only the conv references need it
 
     return torch
 
@@ -192,7 +192,16 @@ def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides:
 
 
 def _conv_transpose(
-    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides, pads, dilations, groups, output_padding, **_: Any
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    strides: list,
+    pads: list,
+    dilations: list,
+    groups: int,
+    output_padding: list,
+    **_: Any,
 ):
     t = _torch()
     full = t.nn.functional.conv_transpose2d(
@@ -203,7 +212,9 @@ def _conv_transpose(
     return out if b is None else out + b.reshape(1, -1, 1, 1)
 
 
-def _pool_nd(x: np.ndarray, kind: str, kernel, strides, pads, dilations, ceil_mode: bool, count_include_pad: bool, **_: Any):
+def _pool_nd(
+    x: np.ndarray, kind: str, kernel: list, strides: list, pads: list, dilations: list, ceil_mode: bool, count_include_pad: bool, **_: Any
+):
     h, w = x.shape[2:]
     outs = [_pool_out(n, kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a, n in enumerate((h, w))]
     ends = [(outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 for a in range(2)]
