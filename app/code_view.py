@@ -4,8 +4,11 @@ schedule as JSON or Halide source, the lowered Stmt; and the pane that adds Copy
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
-import tempfile
+import secrets
+import stat
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Slot
@@ -132,11 +135,29 @@ class SourcePane(QWidget):
             QMessageBox.warning(self, f"Cannot export {self.what}", f"{path}: {exc.strerror or exc}")
 
 
+STALE_TEMP_S = 600  # a temporary file this old beside its target is left over from a killed save
+
+
 def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write to a temporary file beside `path`, then rename it over `path`. The temporary
+    file is removed on any failure; the result keeps the mode of the file it replaces (a
+    new file gets the umask's, as open() gives; mkstemp's would be 600); temporary files a
+    killed earlier save left behind are removed after a successful one."""
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 less the umask
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if mode is not None:
+                os.chmod(tmp, mode)
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -145,3 +166,8 @@ def atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    cutoff = time.time() - STALE_TEMP_S
+    for old in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
+            if old.stat().st_mtime < cutoff:
+                old.unlink()

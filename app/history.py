@@ -48,6 +48,7 @@ class Variant:
     spec: str  # the document's schedule spec when it was made (default, hand, a file)
     predicted_ms: float | None
     measurement: Measurement | None = None
+    invalid: str = ""  # why the schedule no longer applies to the pipeline (a project from an older version), else ""
 
     @property
     def measured_ms(self) -> float | None:

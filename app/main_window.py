@@ -459,6 +459,9 @@ class MainWindow(QMainWindow):
         v = next((v for v in self.history.variants if v.number == number), None)
         if v is None or v.hash == self.doc.schedule_hash:
             return False
+        if v.invalid:  # from a project: its schedule does not apply to this pipeline any more
+            self.statusBar().showMessage(f"Variant {number} no longer applies: {v.invalid}", STATUS_MS)
+            return False
         self.undo_stack.push(RestoreVariant(self.doc, v.schedule, v.spec, number))
         return True
 

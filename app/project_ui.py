@@ -14,6 +14,7 @@ from engine import api
 from engine.schedule import ScheduleError
 
 from . import project
+from .history import Variant
 from .project import SUFFIX, ProjectError
 
 if TYPE_CHECKING:
@@ -160,6 +161,9 @@ class ProjectController(QObject):
         self._mark_saved()
         self._add_recent(path)
         w.update_title()
+        note = _invalid_note(pr, w.history.variants)
+        if note:
+            w.statusBar().showMessage(f"{path.name}: {note}")  # no timeout: it stays until the next message
         return True
 
     def open_dropped(self, paths: list[Path]) -> bool:
@@ -170,3 +174,14 @@ class ProjectController(QObject):
             if path.suffix == ".json" or path.suffix.lower() == ".onnx":
                 return self.w.open_pipeline(str(path))
         return False
+
+
+def _invalid_note(pr: project.Project, variants: list[Variant]) -> str:
+    """What of a project no longer applies to its pipeline ("" when everything does)."""
+    parts = []
+    if pr.schedule_error:
+        parts.append(f"the saved schedule no longer applies, showing the default ({pr.schedule_error})")
+    bad = [str(v.number) for v in variants if v.invalid]
+    if bad:
+        parts.append(f"variants that no longer apply to the pipeline (restoring one says why): {', '.join(bad)}")
+    return "; ".join(parts)
