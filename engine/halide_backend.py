@@ -93,7 +93,7 @@ def define(p: Pipeline) -> Lowered:
         env: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
         args = [env[d.name] for d in reversed(s.dims)]  # Halide's first dim is innermost
         f[args] = _as_float(_expr(s.value, env, funcs, params))
-        if s.is_reduction:
+        if s.update is not None and s.reduce is not None:  # a reduction (validated: both or neither)
             r = hl.RDom([hl.Range(0, d.extent) for d in reversed(s.rdom)], "r")
             rdoms[s.name] = r
             for k, d in enumerate(reversed(s.rdom)):
@@ -204,8 +204,8 @@ def _apply_loops(low: Lowered, s: Stage, directives: list[dict[str, Any]], updat
     vars_: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
     if update:
         r = low.rdoms[s.name]
-        for k, d in enumerate(reversed(s.rdom)):
-            vars_[d.name] = r[k]
+        for k, dim in enumerate(reversed(s.rdom)):
+            vars_[dim.name] = r[k]
     loops = L.initial_loops(s, update)
     for k, d in enumerate(directives):
         check_directive(d)

@@ -275,9 +275,9 @@ class Pipeline:
             if not s.dims or any(d.extent <= 0 for d in s.dims + s.rdom):
                 raise PipelineError(f"{where}: every dim needs a positive extent")
             for what, ds in (("elements", s.dims), ("reduction points", s.rdom)):
-                if math.prod(d.extent for d in ds) > MAX_ELEMENTS:
-                    n = math.prod(d.extent for d in ds)
-                    raise PipelineError(f"{where}: {n} {what}, past Halide's 32-bit indices ({MAX_ELEMENTS})")
+                count = math.prod(d.extent for d in ds)
+                if count > MAX_ELEMENTS:
+                    raise PipelineError(f"{where}: {count} {what}, past Halide's 32-bit indices ({MAX_ELEMENTS})")
             loop_vars = [d.name for d in s.dims + s.rdom]
             if len(set(loop_vars)) != len(loop_vars):
                 raise PipelineError(f"{where}: repeated loop variable in {loop_vars}")

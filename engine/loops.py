@@ -8,6 +8,7 @@ the three always agree on which loops exist and what they are called.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -169,22 +170,23 @@ def apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
 
 
 def _apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
-    kind = d.get("kind")
+    arg: Callable[[str], Any] = d.get  # a missing argument reaches the check of its own kind as None
+    kind = arg("kind")
     if kind == "split":
-        return split(loops, d.get("loop"), d.get("outer"), d.get("inner"), d.get("factor"))
+        return split(loops, arg("loop"), arg("outer"), arg("inner"), arg("factor"))
     if kind == "tile":
-        xf, yf = check_factor(d.get("xf"), "xf"), check_factor(d.get("yf"), "yf")
-        out = split(loops, d.get("x"), d.get("xo"), d.get("xi"), xf)
-        out = split(out, d.get("y"), d.get("yo"), d.get("yi"), yf)
+        xf, yf = check_factor(arg("xf"), "xf"), check_factor(arg("yf"), "yf")
+        out = split(loops, arg("x"), arg("xo"), arg("xi"), xf)
+        out = split(out, arg("y"), arg("yo"), arg("yi"), yf)
         return reorder(out, [d["xi"], d["yi"], d["xo"], d["yo"]])
     if kind == "reorder":
-        return reorder(loops, d.get("loops"))
+        return reorder(loops, arg("loops"))
     if kind == "fuse":
-        return fuse(loops, d.get("inner"), d.get("outer"), d.get("fused"))
+        return fuse(loops, arg("inner"), arg("outer"), arg("fused"))
     if kind in ("vectorize", "parallel", "unroll"):
         mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
-        loop = d.get("loop")
-        if d.get("factor") is not None:
+        loop = arg("loop")
+        if arg("factor") is not None:
             _find(loops, loop)
             inner = split_name(loop, mk)
             if mk == "parallel":  # parallel(x, task): the outer part runs in parallel

@@ -97,7 +97,7 @@ def check_directive(d: Any, update: bool = False) -> None:
             continue
         if not isinstance(v, typ) or isinstance(v, bool):
             raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {_short(v)}")
-        if arg in NAME_ARGS and not v.isidentifier():
+        if arg in NAME_ARGS and not str(v).isidentifier():
             raise L.LoopError(f"argument {arg!r} must be an identifier, got {_short(v)!r}")
     if kind == "reorder" and not all(isinstance(n, str) for n in d["loops"]):
         raise L.LoopError(f"argument 'loops' must be a list of loop names, got {_short(d['loops'])}")
