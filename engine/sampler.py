@@ -7,6 +7,11 @@ vectorized innermost loop, an unrolled loop, a parallel outer loop). Every direc
 applied to the loop list as it is chosen (engine/loops.py), so only existing loops are
 named. The same decision sequence is what a search walks (the search issue shares it).
 
+The search-space API (engine/search builds on it): `decision_order` (stages in decision
+order), `locations` / `location_of` / `location_directives` (where a stage may be, is, and
+the directive that puts it there), `placement_context` + `sample_loops` (legal loops at a
+location), `decide` (one random decision), `still_legal` (may a kept decision stay).
+
 Legality rules beyond `schedule.validate`, which Halide enforces at lowering:
 - a stage computed at a consumer C's loop must have every use inside that loop: each of
   its other (effective, i.e. after inlining) consumers must be computed at C at that loop
@@ -22,7 +27,7 @@ Legality rules beyond `schedule.validate`, which Halide enforces at lowering:
 - no compute_at at a stage whose tiles can be empty (see `_may_be_empty`) or that is stored
   outside its compute level (Halide slides its window: regions shift from the model's);
 - no compute_at at or inside a vectorized or unrolled loop (legal but pathological: huge
-  code and compile times); no store_root / store_at (see `_decide`).
+  code and compile times); no store_root / store_at (see `decide`).
 """
 
 from __future__ import annotations
@@ -115,13 +120,18 @@ def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
     return opts
 
 
-def _location_directives(loc: Location) -> list[Directive]:
+def location_directives(loc: Location) -> list[Directive]:
+    """The compute directive that puts a stage at `loc`, as a one-element list (a
+    `compute_at` naming consumer and loop, or `compute_root` / `compute_inline`), ready to
+    be the head of a StageSchedule's pure list."""
     if loc[0] == "at":
         return [{"kind": "compute_at", "consumer": loc[1], "loop": loc[2]}]
     return [{"kind": f"compute_{loc[0]}"}]
 
 
-def _location_of(ss: StageSchedule) -> Location:
+def location_of(ss: StageSchedule) -> Location:
+    """Where `ss` computes its stage, as a Location (the inverse of `location_directives`);
+    a stage with no compute directive is at root (the default)."""
     c = ss.compute()
     if c["kind"] == "compute_at":
         return ("at", c["consumer"], c["loop"])
@@ -328,11 +338,13 @@ def _union_varies(p: Pipeline, sched: Schedule, name: str) -> bool:
     return len(patterns) > 1
 
 
-def _context(p: Pipeline, sched: Schedule, name: str, loc: Location) -> tuple[dict[str, int], bool]:
-    """(region extents per dim, guard every split) of stage `name` placed at `loc`; the
-    stages not decided yet stay at root (the default), which does not change its region."""
+def placement_context(p: Pipeline, sched: Schedule, name: str, loc: Location) -> tuple[dict[str, int], bool]:
+    """What `sample_loops` needs to give stage `name` legal loops at `loc`: (the extent of
+    its region per dimension there, whether every split must be tail='guard_with_if').
+    `sched` must decide the consumers of `name`; the stages not decided yet stay at root
+    (the default), which does not change its region."""
     trial = Schedule({k: v for k, v in sched.stages.items()})
-    trial.stages[name] = StageSchedule(_location_directives(loc))
+    trial.stages[name] = StageSchedule(location_directives(loc))
     # Only the stage and its consumers' loops matter for its region: no validation (every
     # decision was checked as it was made) and no pseudo-code, or a 139-stage model's
     # mutation costs a full loop nest per stage (quadratic: 3.5 s per ResNet-50 mutant).
@@ -341,20 +353,24 @@ def _context(p: Pipeline, sched: Schedule, name: str, loc: Location) -> tuple[di
     return {d.name: e for d, e in zip(p.stage(name).dims, region)}, guard
 
 
-def _decide(p: Pipeline, sched: Schedule, name: str, rng: random.Random) -> StageSchedule:
+def decide(p: Pipeline, sched: Schedule, name: str, rng: random.Random) -> StageSchedule:
+    """One random legal decision for stage `name`: a StageSchedule with a location from
+    `locations` and loops from `sample_loops`. `sched` must decide every consumer of `name`
+    (stages are decided in `decision_order`); it is not changed."""
     loc = choose_location(p, sched, name, rng)
     if loc[0] == "inline":
-        return StageSchedule(_location_directives(loc))
-    extents, guard = _context(p, sched, name, loc)
+        return StageSchedule(location_directives(loc))
+    extents, guard = placement_context(p, sched, name, loc)
     loops = sample_loops(p, name, extents, loc[0] == "at", guard, rng)
     # No store_root / store_at: Halide then slides the window over the loops between the
     # store and compute levels, which shifts regions in ways the loop-nest model does not
     # follow (measured: out-of-bounds input reads); sampling them waits for that model.
-    return StageSchedule(_location_directives(loc) + loops.pure, loops.update)
+    return StageSchedule(location_directives(loc) + loops.pure, loops.update)
 
 
-def _order(p: Pipeline) -> list[str]:
-    """Outputs back to inputs: every consumer is decided before its producers."""
+def decision_order(p: Pipeline) -> list[str]:
+    """The stage names in the order they are decided: outputs back to inputs, so every
+    consumer is decided before its producers."""
     return [s.name for s in reversed(p.stages)]
 
 
@@ -362,23 +378,25 @@ def sample_schedule(p: Pipeline, rng: random.Random | np.random.Generator, name:
     """A random schedule that passes `validate` and Halide's lowering."""
     r = _as_random(rng)
     sched = Schedule(name=name)
-    for st in _order(p):
-        sched.stages[st] = _decide(p, sched, st, r)
+    for st in decision_order(p):
+        sched.stages[st] = decide(p, sched, st, r)
     validate(p, sched)
     return sched
 
 
-def _still_legal(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule) -> bool:
-    """Is a kept decision still legal after its consumers changed (location, and splits
-    that fit the region the stage now has)?"""
-    loc = _location_of(ss)
+def still_legal(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule) -> bool:
+    """True when decision `ss` for stage `name` is legal in `sched` (whose consumers of `name`
+    may have changed since `ss` was made): its location is among `locations`, it has no
+    store directive, and every split fits the region the stage now has with the right tail.
+    False for what the sampler never makes (tile, store_at / store_root)."""
+    loc = location_of(ss)
     if loc not in locations(p, sched, name):
         return False
     if ss.store() is not None:
         return False
     if loc[0] == "inline":
         return True
-    extents, guard = _context(p, sched, name, loc)
+    extents, guard = placement_context(p, sched, name, loc)
     s = p.stage(name)
     for update, directives in ((False, ss.pure), (True, ss.update)):
         d = _Def(s, update, extents, guard)
@@ -397,20 +415,20 @@ def mutate(p: Pipeline, s: Schedule, rng: random.Random | np.random.Generator, n
     """`s` with one stage's decisions drawn again; producers keep theirs where still legal
     (a producer computed at a loop that no longer exists is decided again)."""
     r = _as_random(rng)
-    target = r.choice(_order(p))
+    target = r.choice(decision_order(p))
     old = s.to_json()["stages"]
     sched = Schedule(name=name)
-    for st in _order(p):
+    for st in decision_order(p):
         prev = s.of(st)
         if st == target:
             for _ in range(8):  # try to actually change something
-                new = _decide(p, sched, st, r)
+                new = decide(p, sched, st, r)
                 if new.to_json() != prev.to_json():
                     break
             sched.stages[st] = new
-        elif st in old and _still_legal(p, sched, st, prev):
+        elif st in old and still_legal(p, sched, st, prev):
             sched.stages[st] = StageSchedule([dict(x) for x in prev.pure], [dict(x) for x in prev.update])
         else:
-            sched.stages[st] = _decide(p, sched, st, r)
+            sched.stages[st] = decide(p, sched, st, r)
     validate(p, sched)
     return sched

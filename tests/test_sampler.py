@@ -28,7 +28,7 @@ def test_many_samples_and_mutants_validate():
             loopnest.build(p, m)
             kinds |= {d["kind"] for st in s.stages.values() for d in st.pure + st.update}
     assert kinds >= {"compute_root", "compute_inline", "compute_at", "split", "reorder", "vectorize", "parallel", "unroll", "fuse"}
-    assert not kinds & {"store_root", "store_at"}  # sliding windows are not modeled (see sampler._decide)
+    assert not kinds & {"store_root", "store_at"}  # sliding windows are not modeled (see sampler.decide)
 
 
 def test_deterministic_per_seed_and_numpy_rng_accepted():

@@ -10,7 +10,7 @@ import pytest
 from engine import api, zoo
 from engine.costmodel import AnalyticModel
 from engine.measure import Measurement, Runner
-from engine.sampler import _location_of, locations
+from engine.sampler import location_of, locations
 from engine.schedule import Schedule, validate
 from engine.search import JOB_OPTIONS, Budget, run_search
 from engine.search.base import CONFIRM_WITHIN
@@ -142,7 +142,7 @@ def test_guided_completion_and_options_at_stay_legal():
         st = order(p)[1]
         locs = locations(p, partial, st)[:2]
         for ss in options_at(p, partial, st, rng, 4, locs):
-            assert _location_of(ss) in locs
+            assert location_of(ss) in locs
             validate(p, with_decision(partial, st, ss))
 
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-from ..sampler import _location_of
+from ..sampler import location_of
 from ..schedule import Schedule, StageSchedule
 from .base import SearchContext
 from .greedy import charge_proposals, measure_new, options_per_stage, run_charged
-from .space import _key, guide_decision, measure_seed, options_at, order, stage_options, with_decision
+from .space import decision_key, guide_decision, measure_seed, options_at, order, stage_options, with_decision
 from .value import Completer
 
 WIDTH = 4  # beam width B
@@ -68,13 +68,13 @@ def _options(ctx: SearchContext, state: Schedule, st: str, guide: Schedule | Non
     out, keys = [], set()
     for e in elite:
         g = guide_decision(ctx.p, state, st, e)
-        if g is not None and _key(g) not in keys:
-            keys.add(_key(g))
+        if g is not None and decision_key(g) not in keys:
+            keys.add(decision_key(g))
             out.append(g)
-    locs = [_location_of(e.of(st)) for e in elite]
+    locs = [location_of(e.of(st)) for e in elite]
     for o in options_at(ctx.p, state, st, ctx.rng, FINE_K, locs):
-        if _key(o) not in keys:
-            keys.add(_key(o))
+        if decision_key(o) not in keys:
+            keys.add(decision_key(o))
             out.append(o)
     return out or stage_options(ctx.p, state, st, ctx.rng, 1, guide)  # no elite location is legal here
 

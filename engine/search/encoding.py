@@ -31,7 +31,7 @@ from .. import loops as L
 from .. import sampler
 from ..ir import Pipeline, Stage
 from ..schedule import Schedule, StageSchedule, final_loops, validate
-from .space import _key, is_prefix, order, with_decision
+from .space import decision_key, is_prefix, order, with_decision
 
 LOC = 4  # inline, root, at, granularity
 TAIL = 7  # vector, parallel, parallel extent, unroll, reordered, contiguous, fused
@@ -124,7 +124,7 @@ def _features(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule, heads:
     """The slice of stage `name` decided as `ss`, after `sched`'s decisions of its consumers
     (`heads` caches location features across candidates of one decision)."""
     s = p.stage(name)
-    loc = sampler._location_of(ss)
+    loc = sampler.location_of(ss)
     head = heads.get(loc) if heads is not None else None
     if head is None:
         head = location_features(p, sched, loc)
@@ -160,10 +160,10 @@ def _inherited(p: Pipeline, partial: Schedule, name: str, guides: Sequence[Sched
     out, keys = [], set()
     for g in guides:
         ss = g.stages.get(name)
-        if ss is None or _key(ss) in keys:
+        if ss is None or decision_key(ss) in keys:
             continue
-        keys.add(_key(ss))
-        if is_prefix(partial, g) or sampler._still_legal(p, partial, name, ss):
+        keys.add(decision_key(ss))
+        if is_prefix(partial, g) or sampler.still_legal(p, partial, name, ss):
             out.append(ss)
     return out
 
@@ -181,20 +181,20 @@ def decode(
         cands = _inherited(p, sched, st, guides)
         heads: dict = {}
         locs = sampler.locations(p, sched, st)
-        heads_of = [_features(p, sched, st, StageSchedule(sampler._location_directives(lc)), heads)[:LOC] for lc in locs]
+        heads_of = [_features(p, sched, st, StageSchedule(sampler.location_directives(lc)), heads)[:LOC] for lc in locs]
         loc = locs[int(np.argmin([np.sum((h - target[:LOC]) ** 2) for h in heads_of]))]
         if loc[0] == "inline":
-            cands.append(StageSchedule(sampler._location_directives(loc)))
+            cands.append(StageSchedule(sampler.location_directives(loc)))
         else:
-            extents, guard = sampler._context(p, sched, st, loc)
+            extents, guard = sampler.placement_context(p, sched, st, loc)
             for _ in range(k):
                 lp = sampler.sample_loops(p, st, extents, loc[0] == "at", guard, rng)
-                cands.append(StageSchedule(sampler._location_directives(loc) + lp.pure, lp.update))
+                cands.append(StageSchedule(sampler.location_directives(loc) + lp.pure, lp.update))
         best, best_d, keys = cands[0], math.inf, set()
         for c in cands:
-            if _key(c) in keys:  # the sampler often repeats a loop set
+            if decision_key(c) in keys:  # the sampler often repeats a loop set
                 continue
-            keys.add(_key(c))
+            keys.add(decision_key(c))
             d = float(np.sum(w * (_features(p, sched, st, c, heads) - target) ** 2))
             if d < best_d - 1e-12:  # strict: the earlier candidate (a guide's) wins ties
                 best, best_d = c, d

@@ -47,7 +47,7 @@ def crossover(p: Pipeline, a: Schedule, b: Schedule, rng: random.Random, name: s
         parents = [a, b] if rng.random() < 0.5 else [b, a]
         for par in parents:
             ss = par.stages.get(st)
-            if ss is not None and (is_prefix(child, par) or sampler._still_legal(p, child, st, ss)):
+            if ss is not None and (is_prefix(child, par) or sampler.still_legal(p, child, st, ss)):
                 child = with_decision(child, st, ss)
                 break
         else:

@@ -20,14 +20,16 @@ from .base import SearchContext
 
 def order(p: Pipeline) -> list[str]:
     """The decision order: outputs back to inputs (every consumer before its producers)."""
-    return sampler._order(p)
+    return sampler.decision_order(p)
 
 
 def _copy(ss: StageSchedule) -> StageSchedule:
     return StageSchedule([dict(x) for x in ss.pure], [dict(x) for x in ss.update])
 
 
-def _key(ss: StageSchedule) -> str:
+def decision_key(ss: StageSchedule) -> str:
+    """A string identifying decision `ss`: equal for two StageSchedules with the same
+    directives in the same order, so strategies dedupe and compare decisions by it."""
     return repr(ss.to_json())
 
 
@@ -35,7 +37,7 @@ def is_prefix(partial: Schedule, guide: Schedule | None) -> bool:
     """Is every decision in `partial` the same as `guide`'s? Then `guide`'s decisions of the
     remaining stages are legal there (the whole guide schedule is), even where the sampler's
     stricter rules would not have proposed them (e.g. the heuristic's round-up tails)."""
-    return guide is not None and all(_key(v) == _key(guide.of(k)) for k, v in partial.stages.items())
+    return guide is not None and all(decision_key(v) == decision_key(guide.of(k)) for k, v in partial.stages.items())
 
 
 def follows_guide(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> bool:
@@ -46,14 +48,14 @@ def follows_guide(p: Pipeline, partial: Schedule, name: str, guide: Schedule | N
     if guide is None:
         return False
     down = [c for c in p.downstream(name) if c in p.stage_map]
-    return all(c in partial.stages and _key(partial.stages[c]) == _key(guide.of(c)) for c in down)
+    return all(c in partial.stages and decision_key(partial.stages[c]) == decision_key(guide.of(c)) for c in down)
 
 
 def guide_decision(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> StageSchedule | None:
     """A copy of `guide`'s decision of stage `name` if it is legal after `partial`'s decisions
     (`partial` follows the guide, or the decision passes the sampler's checks), else None."""
     g = guide.stages.get(name) if guide is not None else None
-    if g is not None and (follows_guide(p, partial, name, guide) or is_prefix(partial, guide) or sampler._still_legal(p, partial, name, g)):
+    if g is not None and (follows_guide(p, partial, name, guide) or is_prefix(partial, guide) or sampler.still_legal(p, partial, name, g)):
         return _copy(g)
     return None
 
@@ -70,14 +72,14 @@ def stage_options(
     g = guide_decision(p, partial, name, guide) if k > 0 else None
     if g is not None:
         out.append(g)
-        keys.add(_key(g))
+        keys.add(decision_key(g))
     for _ in range(4 * k):
         if len(out) >= k:
             break
-        ss = sampler._decide(p, partial, name, rng)
-        if _key(ss) not in keys:
+        ss = sampler.decide(p, partial, name, rng)
+        if decision_key(ss) not in keys:
             out.append(ss)
-            keys.add(_key(ss))
+            keys.add(decision_key(ss))
     return out
 
 
@@ -91,20 +93,20 @@ def options_at(p: Pipeline, partial: Schedule, name: str, rng: random.Random, k:
     keys: set[str] = set()
     for i, loc in enumerate(places):
         if loc[0] == "inline":
-            cands = [StageSchedule(sampler._location_directives(loc))]
+            cands = [StageSchedule(sampler.location_directives(loc))]
         else:
             want = -(-(k - len(out)) // (len(places) - i))  # an even share of what is left
-            extents, guard = sampler._context(p, partial, name, loc)
+            extents, guard = sampler.placement_context(p, partial, name, loc)
             cands = []
             for _ in range(3 * want):
                 lp = sampler.sample_loops(p, name, extents, loc[0] == "at", guard, rng)
-                cands.append(StageSchedule(sampler._location_directives(loc) + lp.pure, lp.update))
-                if len({_key(c) for c in cands}) >= want:
+                cands.append(StageSchedule(sampler.location_directives(loc) + lp.pure, lp.update))
+                if len({decision_key(c) for c in cands}) >= want:
                     break
         for c in cands:
-            if _key(c) not in keys and len(out) < k:
+            if decision_key(c) not in keys and len(out) < k:
                 out.append(c)
-                keys.add(_key(c))
+                keys.add(decision_key(c))
     return out
 
 
@@ -113,7 +115,7 @@ def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule,
     made illegal): at `ref`'s location, or else at another loop of the same consumer, with
     `ref`'s loop directives where they still fit, else loops sampled there. None when `ref`
     was at a consumer where `name` can no longer be computed."""
-    loc = sampler._location_of(ref)
+    loc = sampler.location_of(ref)
     legal = sampler.locations(p, partial, name)
     if loc not in legal:
         same = [x for x in legal if x[0] == "at" and loc[0] == "at" and x[1] == loc[1]]
@@ -121,8 +123,8 @@ def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule,
             return None
         loc = rng.choice(same)
     keep = [dict(d) for d in ref.pure if d["kind"] not in COMPUTE_KINDS + STORE_KINDS]
-    cand = StageSchedule(sampler._location_directives(loc) + keep, [dict(d) for d in ref.update])
-    if sampler._still_legal(p, partial, name, cand):
+    cand = StageSchedule(sampler.location_directives(loc) + keep, [dict(d) for d in ref.update])
+    if sampler.still_legal(p, partial, name, cand):
         return cand
     return (options_at(p, partial, name, rng, 1, [loc]) or [None])[0]
 

@@ -32,7 +32,7 @@ from ..ir import Pipeline
 from ..loopnest import build
 from ..schedule import Schedule
 from .base import SearchContext, Trial
-from .space import _key, complete, order
+from .space import complete, decision_key, order
 
 RIDGE = 0.5  # L2 penalty (standardized features, mean loss): few, noisy targets; stay near the model
 MIN_SAMPLES = 8  # no correction before this many training states
@@ -46,7 +46,7 @@ def prefix(p: Pipeline, s: Schedule) -> tuple[str, ...]:
     for st in order(p):
         if st not in s.stages:
             break
-        out.append(_key(s.stages[st]))
+        out.append(decision_key(s.stages[st]))
     return tuple(out)
 
 
