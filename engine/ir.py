@@ -150,8 +150,8 @@ class Stage:
             rdom = tuple(Dim(str(n), int(x)) for n, x in d.get("rdom", []))
             value = E.from_json(d["value"], where)
             update = E.from_json(d["update"], where) if "update" in d else None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PipelineError(f"{where}: malformed ({exc})") from None
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise PipelineError(f"{where}: malformed ({type(exc).__name__ if isinstance(exc, RecursionError) else exc})") from None
         return Stage(name, dims, value, rdom, update, d.get("reduce"), str(d.get("op", "generic")), dict(d.get("attrs", {})))
 
 
@@ -301,7 +301,7 @@ class Pipeline:
                         b = E.bounds(ix, s.ranges())
                         if b is not None and (b[0] < 0 or b[1] > shape[k] - 1):
                             raise PipelineError(
-                                f"{where}: reads {a.source!r} axis {k} at [{int(b[0])}, {int(b[1])}], outside its extent {shape[k]}"
+                                f"{where}: reads {a.source!r} axis {k} at [{b[0]:.0f}, {b[1]:.0f}], outside its extent {shape[k]}"
                             )
             names.add(s.name)
         if not self.outputs:
@@ -357,7 +357,7 @@ class Pipeline:
             outputs = [str(o) for o in d["outputs"]]
             ops = [OpRecord.from_json(o) for o in d.get("ops", [])]
             source = dict(d.get("source", {}))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PipelineError(f"pipeline: missing or malformed field {exc}") from None
         return Pipeline(str(d.get("name", "pipeline")), inputs, stages, outputs, str(d.get("description", "")), ops, source)
 
