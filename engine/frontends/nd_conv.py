@@ -13,6 +13,32 @@ from ..ops import FLOAT_LOWEST
 from .nd_ops import TensorOps, dims_of
 
 
+def check_window(
+    op: str,
+    spatial: int,
+    *,
+    kernel: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
+    output_padding: Sequence[int] | None = None,
+) -> None:
+    """The window attributes of a convolution or pooling over `spatial` axes, as ONNX names
+    them: one value per axis (pads: the begins, then the ends), kernel, strides and dilations
+    at least 1, pads and output padding at least 0. A ValueError names the attribute."""
+    want = {"kernel_shape": (kernel, spatial, 1), "strides": (strides, spatial, 1), "dilations": (dilations, spatial, 1)}
+    want |= {"pads": (pads, 2 * spatial, 0), "output_padding": (output_padding, spatial, 0)}
+    for attr, (vals, n, least) in want.items():
+        if vals is None:
+            continue
+        if len(vals) != n:
+            per = "a begin and an end per spatial axis" if attr == "pads" else "one per spatial axis"
+            got = f"{len(vals)} value{'s' if len(vals) != 1 else ''}"
+            raise ValueError(f"attribute {attr!r} has {got} {list(vals)}; a {spatial}-D {op} needs {n} ({per})")
+        if any(v < least for v in vals):
+            raise ValueError(f"attribute {attr!r} is {list(vals)}: every value must be at least {least}")
+
+
 def pool_out_size(n: int, k: int, s: int, p0: int, p1: int, d: int = 1, ceil: bool = False) -> int:
     """ONNX / PyTorch pooling output size; in ceil mode the last window must start inside."""
     num = n + p0 + p1 - (d * (k - 1) + 1)
@@ -38,6 +64,9 @@ class NdBuilder(TensorOps):
         groups: int = 1,
     ) -> str:
         """2-D convolution; pads are (top, left, bottom, right) as in ONNX."""
+        check_window("convolution", 2, strides=strides, pads=pads, dilations=dilations)
+        if groups < 1:
+            raise ValueError(f"conv {name}: attribute 'group' is {groups}: it must be at least 1")
         inputs = [src, weight] + ([bias] if bias else [])
         with self.composite():
             x = src
@@ -84,6 +113,9 @@ class NdBuilder(TensorOps):
         """Transposed 2-D convolution as a convolution: zeros inserted between input pixels
         and the border padded (one stage), then a stride-1 convolution with the weight
         flipped and its channel axes swapped (a view of the weight, no copy)."""
+        check_window("transposed convolution", 2, strides=strides, pads=pads, dilations=dilations, output_padding=output_padding)
+        if groups < 1:
+            raise ValueError(f"conv_transpose {name}: attribute 'group' is {groups}: it must be at least 1")
         n_, c_in, h, w = self.shape(src)
         ci_w, co_g, kh, kw = self.shape(weight)
         if ci_w != c_in or c_in % groups:
@@ -145,9 +177,13 @@ class NdBuilder(TensorOps):
     ) -> str:
         """2-D max or average pooling. Average: the divisor counts the window's elements inside
         the input (or, with count_include_pad, inside the padded input), as ONNX Runtime does."""
+        check_window(f"{kind} pooling", 2, kernel=kernel, strides=strides, pads=pads, dilations=dilations)
         n_, c_, h, w = self.shape(src)
         sizes = (h, w)
         outs = [pool_out_size(sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a in range(2)]
+        if min(outs) < 1:
+            padded = [sizes[a] + pads[a] + pads[2 + a] for a in range(2)]
+            raise ValueError(f"{kind} pooling {name}: the window is larger than the padded input {padded} (output size {outs})")
         extra = [
             max(0, (outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 - (sizes[a] + pads[a] + pads[2 + a])) for a in range(2)
         ]

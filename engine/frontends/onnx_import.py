@@ -63,7 +63,7 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
             raise ModelImportError(f"{path}: input {vi.name!r} is not float32 (the IR's only type)")
         env[vi.name] = em.input(vi.name, shape)
         input_names[env[vi.name]] = vi.name
-    nodes = [_node(n, k) for k, n in enumerate(graph.node)]
+    nodes = [_node(n, k, path) for k, n in enumerate(graph.node)]
     _check_references(nodes, set(env), [o.name for o in graph.output], path)
     graph_outputs = {o.name for o in graph.output}
     nodes = _fold_batchnorms(nodes, env, graph_outputs, em.simplifications)
@@ -181,7 +181,10 @@ def _load(path: Path) -> tuple[Any, str, Any]:
 
     if not path.is_file():
         raise ModelImportError(f"{path}: no such file")
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ModelImportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
         model = onnx.load_model_from_string(data)
         if any(uses_external_data(t) for t in model.graph.initializer):
@@ -191,12 +194,26 @@ def _load(path: Path) -> tuple[Any, str, Any]:
         raise ModelImportError(f"{path}: not a readable ONNX model ({why}); truncated, or not an ONNX file?") from None
     if not model.graph.node and not model.graph.output:
         raise ModelImportError(f"{path}: not an ONNX model (no graph: empty, truncated or another file type)")
+    _check_text(model, path, "model")
     light = _without_weights(model)
     try:
         onnx.checker.check_model(light)
     except Exception as exc:  # noqa: BLE001
         raise ModelImportError(f"{path}: invalid ONNX model: {str(exc).strip().splitlines()[0]}") from None
     return model, hashlib.sha256(data).hexdigest(), light
+
+
+def _check_text(msg: Any, path: Path, where: str) -> None:
+    """Every text field is UTF-8: protobuf does not check ONNX's (proto2) strings, and hands
+    one that is not over as bytes, which the importer would trip on much later."""
+    for field, value in msg.ListFields():
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        items = list(value) if repeated else [value]
+        if field.type == field.TYPE_STRING and any(isinstance(v, bytes) for v in items):
+            raise ModelImportError(f"{path}: {where}.{field.name} is not UTF-8 text")
+        if field.type == field.TYPE_MESSAGE:
+            for k, v in enumerate(items):
+                _check_text(v, path, f"{where}.{field.name}" + (f"[{k}]" if repeated else ""))
 
 
 def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
@@ -252,14 +269,17 @@ def _static_shape(vi: Any, path: Path) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _node(n: Any, k: int) -> Node:
+def _node(n: Any, k: int, path: Path) -> Node:
     from onnx import helper, numpy_helper  # noqa: PLC0415
 
     attrs = {}
     for a in n.attribute:
         v = helper.get_attribute_value(a)
         if isinstance(v, bytes):
-            v = v.decode()
+            try:
+                v = v.decode()
+            except UnicodeDecodeError:
+                raise ModelImportError(f"{path}: node {n.name or k!r} ({n.op_type}): attribute {a.name!r} is not UTF-8 text") from None
         elif hasattr(v, "dims") and hasattr(v, "data_type"):
             v = numpy_helper.to_array(v)
         attrs[a.name] = v

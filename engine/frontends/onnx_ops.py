@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .common import Emitter, Unsupported, Value
+from .nd_conv import check_window
 
 
 @dataclass
@@ -165,8 +166,25 @@ def _gemm(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 
 
 # --- convolution, normalization, pooling ---------------------------------------------------
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _window(node: Node, spatial: int, kernel: list[int]) -> tuple[list[int], list[int]]:
+    """The node's strides and dilations (default 1), with every window attribute it has
+    checked against its `spatial` axes before anything divides by a stride or indexes a list."""
+    a = node.attrs
+    strides, dil = _ints(a.get("strides", [1] * spatial)), _ints(a.get("dilations", [1] * spatial))
+    opt = {k: _ints(a[k]) for k in ("pads", "output_padding") if k in a}
+    check_window(node.op, spatial, kernel=kernel, strides=strides, dilations=dil, **opt)
+    if a.get("auto_pad", "NOTSET") not in AUTO_PADS:
+        raise ValueError(f"attribute 'auto_pad' is {a['auto_pad']!r}: expected one of {', '.join(AUTO_PADS)}")
+    if "kernel_shape" in a and _ints(a["kernel_shape"]) != kernel:
+        raise ValueError(f"attribute 'kernel_shape' {_ints(a['kernel_shape'])} differs from the weight's spatial shape {kernel}")
+    return strides, dil
+
+
 def _pads(cx: Ctx, node: Node, in_hw: tuple[int, ...], kernel: list[int], strides: list[int], dil: list[int]) -> list[int]:
-    """ONNX pads (begin..., end...) from explicit pads or auto_pad."""
+    """ONNX pads (begin..., end...) from explicit pads or auto_pad (checked by `_window`)."""
     auto = node.attrs.get("auto_pad", "NOTSET")
     nd = len(kernel)
     if auto in ("NOTSET", "VALID"):
@@ -190,14 +208,14 @@ def _conv(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     if len(wshape) not in (3, 4):
         raise Unsupported(f"{len(wshape) - 2}-D convolution (1-D and 2-D are mapped)")
     one_d = len(wshape) == 3
+    raw_strides, raw_dil = _window(node, len(wshape) - 2, list(wshape[2:]))
     if one_d:  # a 1-D conv is a 2-D conv of height 1: views on both sides
         x = em.reshape(x, (*em.shape(x)[:2], 1, em.shape(x)[2]), f"{cx.hint}_x2d", "Unsqueeze")
         w = em.reshape(w, (*wshape[:2], 1, wshape[2]), f"{cx.hint}_w2d", "Unsqueeze")
     kernel = list(em.shape(w)[2:])
     a = node.attrs
     pad1 = lambda v, fill: [fill, *v] if one_d else list(v)
-    strides = pad1(_ints(a.get("strides", [1] * (2 - one_d))), 1)
-    dil = pad1(_ints(a.get("dilations", [1] * (2 - one_d))), 1)
+    strides, dil = pad1(raw_strides, 1), pad1(raw_dil, 1)
     groups = int(a.get("group", 1))
     if node.op == "Conv":
         raw = _pads(cx, node, em.shape(x)[2 + one_d :], kernel[one_d:], strides[one_d:], dil[one_d:])
@@ -256,7 +274,7 @@ def _pool(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     kernel = _ints(a["kernel_shape"])
     if len(kernel) != 2:
         raise Unsupported(f"{len(kernel)}-D pooling (2-D is mapped)")
-    strides, dil = _ints(a.get("strides", [1, 1])), _ints(a.get("dilations", [1, 1]))
+    strides, dil = _window(node, 2, kernel)
     if node.op == "AveragePool" and dil != [1, 1]:
         raise Unsupported("AveragePool with dilations")
     pads = _pads(cx, node, em.shape(ins[0])[2:], kernel, strides, dil)

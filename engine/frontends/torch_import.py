@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import importlib.util
+import math
 import sys
 import time
 from collections import Counter
@@ -47,6 +48,7 @@ from .torch_ops import FUNCTIONS, METHODS, MODULES, Args
 SHAPE_METHODS = ("size", "dim")
 SHAPE_ATTRS = ("shape", "ndim")
 _POISON = object()  # downstream of an unsupported node: skipped, not reported again
+MAX_INPUT_ELEMENTS = 2**28  # 1 GiB of float32 per example input: a larger one is a typo (and may not fit in memory)
 
 
 def import_torch(
@@ -61,8 +63,13 @@ def import_torch(
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad():
-            expected = _flatten_outputs(module(*example_inputs))
+        try:
+            with torch.no_grad():
+                expected = _flatten_outputs(module(*example_inputs))
+        except Exception as exc:  # noqa: BLE001  # the module's own code rejects the inputs (wrong rank, count...)
+            shapes = ", ".join(f"input {k} of shape {list(x.shape)}" for k, x in enumerate(example_inputs))
+            why = (str(exc).strip().splitlines() or [""])[0]
+            raise ModelImportError(f"{cls}: calling it on {shapes or 'no inputs'} failed ({type(exc).__name__}: {why})") from None
         try:
             gm = torch.fx.symbolic_trace(module)
         except Exception as exc:  # noqa: BLE001  # fx raises many types for untraceable code
@@ -373,5 +380,7 @@ def example_inputs_for(shapes: list[str], seed: int = 0) -> tuple[torch.Tensor, 
             raise ModelImportError(f"--input-shape {s!r}: expected integers like 1,3,224,224") from None
         if not dims or any(d <= 0 for d in dims):
             raise ModelImportError(f"--input-shape {s!r}: every dimension must be positive")
+        if math.prod(dims) > MAX_INPUT_ELEMENTS:
+            raise ModelImportError(f"--input-shape {s!r}: {math.prod(dims)} elements; an example input has at most 2**28")
         out.append(torch.randn(*dims, generator=g))
     return tuple(out)
