@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.costmodel import Prediction, short_label
 from engine.ir import Pipeline
-from engine.measure import Measurement
+from engine.measure import Measurement, autoscheduler_key
 from engine.schedule import Schedule, default_schedule
 
 PREDICTED_LABEL = "predicted (analytic estimate)"  # the default model's; see predicted_label()
@@ -65,7 +65,7 @@ class SessionHistory(QObject):
         self.default_hash = ""
         self.variants: list[Variant] = []
         self._by_hash: dict[str, Variant] = {}
-        self.measurements: dict[str, Measurement] = {}  # schedule hash (or "auto:Adams2019") -> latest
+        self.measurements: dict[str, Measurement] = {}  # schedule hash (or autoscheduler_key("Adams2019")) -> latest
         self.cancelled: set[str] = set()  # schedule hashes whose last measurement was cancelled
 
     def reset(self, p: Pipeline | None) -> None:
@@ -126,7 +126,7 @@ class SessionHistory(QObject):
 
     def baseline_ms(self, which: str) -> float | None:
         """Median of a verified baseline measurement: 'default' or 'Adams2019'."""
-        m = self.measurements.get(self.default_hash if which == "default" else f"auto:{which}")
+        m = self.measurements.get(self.default_hash if which == "default" else autoscheduler_key(which))
         return m.median_ms if m is not None and m.ok and m.verified else None
 
     def stage_times(self, schedule_hash: str, prediction: Prediction | None) -> StageTimes | None:

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from engine.costmodel import default_choice, short_label
-from engine.measure import Measurement
+from engine.measure import Measurement, autoscheduler_key
 
 from .document import Document
 from .history import SessionHistory, predicted_label
@@ -162,7 +162,7 @@ class PerformancePanel(QWidget):
         default_ms = history.baseline_ms("default")
         v["vs default"].setText(speedup_text(default_ms, measured_ms) if default_ms else "– (default schedule not measured yet)")
         adams_ms = history.baseline_ms("Adams2019")
-        adams = history.measurement("auto:Adams2019")
+        adams = history.measurement(autoscheduler_key("Adams2019"))
         if adams_running:
             v["vs Adams2019"].setText("running Adams2019… (minutes at full size; Cancel stops it)")
         elif adams is not None and not (adams.ok and adams.verified):

@@ -10,7 +10,7 @@ from PySide6.QtGui import QShowEvent, QUndoStack
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QMessageBox, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from engine.costmodel import default_model
-from engine.measure import Measurement
+from engine.measure import Measurement, autoscheduler_of
 from engine.schedule import ScheduleError, validate
 from engine.search import STRATEGIES, Progress, SearchResult, Trial
 
@@ -227,10 +227,11 @@ class SearchPanel(QWidget):
         if ref is not None and self.plot.baselines.get(CURRENT_LABEL) != ref:
             self.plot.set_baseline(CURRENT_LABEL, ref)
             self.table.set_reference(ref)
-        for key in [k for k in self.history.measurements if k.startswith("auto:")]:
-            ms = self._history_ms(key)
-            if ms is not None and self.plot.baselines.get(key[5:]) != ms:
-                self.plot.set_baseline(key[5:], ms)
+        for key in list(self.history.measurements):
+            name = autoscheduler_of(key)
+            ms = self._history_ms(key) if name is not None else None
+            if name is not None and ms is not None and self.plot.baselines.get(name) != ms:
+                self.plot.set_baseline(name, ms)
 
     # --- applying -------------------------------------------------------------------------
     def can_apply(self) -> bool:

@@ -22,13 +22,13 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from engine import api
 from engine.costmodel import CostModel, default_model
 from engine.database import Database
-from engine.halide_backend import AUTOSCHEDULERS, target_string
+from engine.halide_backend import AUTOSCHEDULERS
 from engine.ir import Pipeline
-from engine.measure import Measurement, Runner, host_fingerprint
+from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
 from engine.search import Budget, Progress, SearchResult, run_search, runner_measure
 
-from .workers import MEASURE_OPTIONS, _CancellableRunner
+from .workers import MEASURE_OPTIONS
 
 ADAMS = "Adams2019"
 PROGRESS_INTERVAL_S = 0.2  # reports without a trial (prediction batches) are thinned to this
@@ -36,9 +36,10 @@ PROGRESS_INTERVAL_S = 0.2  # reports without a trial (prediction batches) are th
 MeasureFn = Callable[[Pipeline, Schedule], Measurement]
 
 
-def measure_function(runner: Runner, db: Database | None) -> MeasureFn:
-    """How candidates are measured (tests replace it to inject a crashing candidate)."""
-    return runner_measure(runner, db)
+def measure_function(runner: Runner, db: Database | None, should_cancel: Callable[[], bool] | None = None) -> MeasureFn:
+    """How candidates are measured (tests replace it to inject a crashing candidate);
+    `should_cancel` returning True kills the running candidate's worker process."""
+    return runner_measure(runner, db, should_cancel=should_cancel)
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,13 @@ class SearchWorker(QObject):
         result: SearchResult | None = None
         error = ""
         try:
-            runner = _CancellableRunner(self._cancel)  # a cancel kills the running job's process at once
+            runner = Runner()
             db = Database()
             self._baselines(req, runner, db)
             model: CostModel = default_model()
             result = run_search(
-                req.pipeline, req.strategy, req.budget, req.seed, model=model, measure_fn=measure_function(runner, db),
+                req.pipeline, req.strategy, req.budget, req.seed, model=model,
+                measure_fn=measure_function(runner, db, self._cancel.is_set),  # a cancel kills the running job's process at once
                 progress=lambda pr: self._report(req.id, pr), cancel=self._cancel, pause=self._pause,
                 confirm=False,  # the table shows each candidate's own measurement; Apply + Measure re-times one
             )  # fmt: skip
@@ -100,15 +102,17 @@ class SearchWorker(QObject):
             if self._cancel.is_set():
                 return
             try:
-                m = api.measure(p, sched, runner, db, autoscheduler=auto, **MEASURE_OPTIONS)
+                m = api.measure(p, sched, runner, db, autoscheduler=auto, should_cancel=self._cancel.is_set, **MEASURE_OPTIONS)
             except Exception as exc:  # noqa: BLE001  # a failed baseline is reported; the search still runs
-                m = Measurement(p.name, p.content_hash(), f"auto:{auto}" if auto else "", False, error=str(exc), error_kind="error")
+                m = Measurement(
+                    p.name, p.content_hash(), autoscheduler_key(auto) if auto else "", False, error=str(exc), error_kind="error"
+                )
             if not self._cancel.is_set():  # a cancelled job's "error" is not a result
                 self.baseline.emit(req.id, key, m)
         # Other autoschedulers' results already stored (e.g. by `bench core`) are shown too, never run here.
         for name in AUTOSCHEDULERS:
             if name != ADAMS or not req.adams:
-                hit = db.lookup(p.content_hash(), f"auto:{name}", target_string(), host_fingerprint(), runner.threads)
+                hit = api.stored_measurement(p, db, autoscheduler_key(name), runner.threads)
                 if hit is not None and hit.ok and hit.verified:
                     self.baseline.emit(req.id, name, hit)
 

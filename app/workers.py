@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from engine import api
 from engine.database import Database
 from engine.ir import Pipeline
-from engine.measure import Job, Measurement, Runner
+from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
 
 # What every app measurement asks for: a per-stage profile and a short timing window.
@@ -40,21 +40,9 @@ class MeasureRequest:
     def schedule_key(self) -> str:
         """What the database and the session history key the result by."""
         if self.autoscheduler:
-            return f"auto:{self.autoscheduler}"
+            return autoscheduler_key(self.autoscheduler)
         assert self.schedule is not None
         return self.schedule.content_hash()
-
-
-class _CancellableRunner(Runner):
-    """A Runner whose jobs poll a cancel flag: api.measure has no cancel callback, but
-    Runner.run does, and cancelling there kills and replaces the worker process."""
-
-    def __init__(self, cancel: threading.Event) -> None:
-        super().__init__()
-        self._cancel = cancel
-
-    def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement:
-        return super().run(job, should_cancel or self._cancel.is_set)
 
 
 class MeasureWorker(QObject):
@@ -72,11 +60,12 @@ class MeasureWorker(QObject):
     def measure(self, request: MeasureRequest) -> None:
         try:
             if self._runner is None:
-                self._runner = _CancellableRunner(self._cancel)
+                self._runner = Runner()
             if self._db is None:
                 self._db = Database()
             options = dict(request.options) | ({"autoscheduler": request.autoscheduler} if request.autoscheduler else {})
-            m = api.measure(request.pipeline, request.schedule, self._runner, self._db, **options)
+            # A cancel kills the running job's worker process (the Runner starts a new one).
+            m = api.measure(request.pipeline, request.schedule, self._runner, self._db, should_cancel=self._cancel.is_set, **options)
         except Exception as exc:  # noqa: BLE001  # anything raised here must reach the panel, not kill the thread
             p = request.pipeline
             m = Measurement(p.name, p.content_hash(), request.schedule_key, False, error=f"{type(exc).__name__}: {exc}", error_kind="error")

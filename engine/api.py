@@ -4,6 +4,7 @@ schedules by name or file, and measure them through the runner and the database 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,13 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
     return sched
 
 
+def stored_measurement(p: Pipeline, db: Database, schedule_key: str, threads: int) -> Measurement | None:
+    """The measurement `db` holds for pipeline `p` and `schedule_key` (a schedule's content
+    hash, or measure.autoscheduler_key(name)) on this target and host with `threads`
+    threads (marked `cached`), or None. The cache lookup `measure` does, without measuring."""
+    return db.lookup(p.content_hash(), schedule_key, target_string(), host_fingerprint(), threads)
+
+
 def measure(
     p: Pipeline,
     sched: Schedule | None,
@@ -78,17 +86,20 @@ def measure(
     *,
     autoscheduler: str | None = None,
     force: bool = False,
+    should_cancel: Callable[[], bool] | None = None,
     **job_options: Any,
 ) -> Measurement:
     """Measure a schedule (or Halide's autoscheduler result); a stored verified measurement for
-    the same pipeline, schedule, target, host and threads is returned unless `force`."""
+    the same pipeline, schedule, target, host and threads is returned unless `force`.
+    `should_cancel` is polled while the job runs (Runner.run): when it returns True the job's
+    worker process is killed and the result is a failed Measurement."""
     job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
     key = job.schedule_key()
     if db is not None and not force:
-        hit = db.lookup(p.content_hash(), key, target_string(), host_fingerprint(), runner.threads)
+        hit = stored_measurement(p, db, key, runner.threads)
         if hit is not None:
             return hit
-    m = runner.run(job)
+    m = runner.run(job, should_cancel)
     if db is not None:
         db.put_pipeline(p.content_hash(), p.name, p.to_json())
         if job.schedule is not None:

@@ -30,6 +30,18 @@ from .ir import Pipeline, canonical_hash
 from .schedule import Schedule, ScheduleError, validate
 
 ERROR_KINDS = ("invalid_schedule", "verification", "crash", "timeout", "error")
+_AUTO = "auto:"  # an autoscheduler's key; a schedule's is a hex hash, so the two never collide
+
+
+def autoscheduler_key(name: str) -> str:
+    """The schedule key that the database and the app's history give the result of Halide's
+    autoscheduler `name` (a schedule's own key is its content hash): "auto:<name>"."""
+    return f"{_AUTO}{name}"
+
+
+def autoscheduler_of(key: str) -> str | None:
+    """The autoscheduler named by a key from `autoscheduler_key`; None for a schedule's key."""
+    return key[len(_AUTO) :] if key.startswith(_AUTO) else None
 
 
 @dataclass
@@ -52,7 +64,7 @@ class Job:
 
     def schedule_key(self) -> str:
         if self.autoscheduler:
-            return f"auto:{self.autoscheduler}"
+            return autoscheduler_key(self.autoscheduler)
         return Schedule.from_json(self.schedule or {"stages": {}}).content_hash()
 
 

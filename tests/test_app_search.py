@@ -139,8 +139,8 @@ def test_crashing_candidate_is_listed_and_the_search_goes_on(qtbot: QtBot, open_
     """The second candidate's worker process is killed mid-job (a real crash of the real runner)."""
     real = search_worker.measure_function
 
-    def crashing(runner, db):
-        measure = real(runner, db)
+    def crashing(runner, db, should_cancel=None):
+        measure = real(runner, db, should_cancel)
         calls = {"n": 0}
 
         def fn(p, s):

@@ -4,7 +4,8 @@ import pytest
 
 from engine import api, zoo
 from engine.database import Database
-from engine.measure import Job, Runner
+from engine.measure import Job, Runner, autoscheduler_key
+from engine.schedule import default_schedule
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,31 @@ def test_wrong_result_is_an_error_and_is_not_stored(runner, tmp_path):
         assert "does not match the reference" in m.error
         assert db.count() == 0
         assert db.failures()[0]["kind"] == "verification"
+
+
+def test_measure_can_be_cancelled_and_its_cache_lookup_is_public(runner, tmp_path):
+    """api.measure's `should_cancel` reaches the running job (the app cancels through it), and
+    api.stored_measurement is the lookup api.measure does before measuring."""
+    p = zoo.get("blur", "small")
+    key = default_schedule(p).content_hash()
+    polls = {"n": 0}
+
+    def after_a_few_polls() -> bool:  # the job is running in its worker by then
+        polls["n"] += 1
+        return polls["n"] > 3
+
+    with Database(tmp_path / "db.sqlite") as db:
+        assert api.stored_measurement(p, db, key, runner.threads) is None
+        cancelled = api.measure(p, None, runner, db, should_cancel=after_a_few_polls, min_time_s=60.0, max_runs=10**9)
+        assert not cancelled.ok and cancelled.error == "cancelled" and polls["n"] == 4
+        assert api.stored_measurement(p, db, key, runner.threads) is None  # a cancelled job is no timing
+        m = api.measure(p, None, runner, db, min_time_s=0.02)  # the killed worker was replaced
+        assert m.ok and m.verified and not m.cached
+        hit = api.stored_measurement(p, db, key, runner.threads)
+        assert hit is not None and hit.cached and hit.median_ms == m.median_ms
+        again = api.measure(p, None, runner, db, should_cancel=lambda: True)  # answered by the cache: nothing runs
+        assert again.cached and again.median_ms == m.median_ms
+        assert api.stored_measurement(p, db, autoscheduler_key("Adams2019"), runner.threads) is None
 
 
 def test_invalid_schedule_is_reported_without_a_worker(runner):

@@ -35,15 +35,19 @@ STRATEGIES.update(lamcts=lamcts_search, evolution=evolution_search)
 JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.1, "min_runs": 3, "warmup": 1, "profile": False, "timeout_s": 30.0}
 
 
-def runner_measure(runner: Runner, db: Database | None = None, **job_options: Any) -> Callable[..., Measurement]:
+def runner_measure(
+    runner: Runner, db: Database | None = None, *, should_cancel: Callable[[], bool] | None = None, **job_options: Any
+) -> Callable[..., Measurement]:
     """A measure function over the engine runner (and the database cache, if given); the
-    search passes each job's timeout (see SearchContext.timeout_s)."""
+    search passes each job's timeout (see SearchContext.timeout_s). `should_cancel` is
+    polled while a job runs: True kills the job's worker process (api.measure)."""
     from .. import api  # noqa: PLC0415
 
     opts = {**JOB_OPTIONS, **job_options}
 
     def measure(p: Pipeline, s: Schedule, timeout_s: float | None = None, force: bool = False) -> Measurement:
-        return api.measure(p, s, runner, db, force=force, **{**opts, **({"timeout_s": timeout_s} if timeout_s else {})})
+        timeout = {"timeout_s": timeout_s} if timeout_s else {}
+        return api.measure(p, s, runner, db, force=force, should_cancel=should_cancel, **{**opts, **timeout})
 
     return measure
 
