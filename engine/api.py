@@ -20,6 +20,17 @@ class InputError(ValueError):
     """A name or file the user gave that cannot be used; the message says why."""
 
 
+def read_text(path: Path) -> str:
+    """A user's text file (UTF-8, a byte-order mark allowed); a file that cannot be read (a
+    directory, no permission) or is not UTF-8 is an InputError naming it."""
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def load_pipeline(spec: str, size: str = "full") -> Pipeline:
     """A zoo name, a pipeline JSON file, or an ONNX model (imported; weights cached)."""
     if spec in zoo.ZOO:
@@ -33,10 +44,13 @@ def load_pipeline(spec: str, size: str = "full") -> Pipeline:
         except ModelImportError as exc:
             raise InputError(str(exc)) from None
     if path.suffix == ".json" and path.exists():
+        text = read_text(path)
         try:
-            return Pipeline.from_json(json.loads(path.read_text()))
+            return Pipeline.from_json(json.loads(text))
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        except RecursionError:  # from the JSON parser or from reading its nested expressions
+            raise InputError(f"{path}: nested too deeply to be a pipeline") from None
         except PipelineError as exc:
             raise InputError(f"{path}: {exc}") from None
     raise InputError(f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}), an existing .json file nor an .onnx model")
@@ -63,7 +77,7 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
         if not path.exists():
             raise InputError(f"schedule {spec!r}: expected default, hand or an existing JSON file, or heuristic")
         try:
-            sched = Schedule.loads(path.read_text())
+            sched = Schedule.loads(read_text(path))
         except ScheduleError as exc:
             raise InputError(f"{path}: {exc.reason}") from None
         sched.name = sched.name or path.stem
