@@ -31,6 +31,24 @@ def read_text(path: Path) -> str:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
+# A pipeline's JSON nests about 30 levels (zoo, imported and random pipelines); much deeper
+# parses, but then overflows Python's recursion in the engine's tree walks (hashing, jobs).
+MAX_PIPELINE_DEPTH = 200
+
+
+def json_depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON (without recursion: it may be deep)."""
+    best, todo = 0, [(obj, 1)]
+    while todo:
+        x, d = todo.pop()
+        best = max(best, d)
+        if isinstance(x, dict):
+            todo += [(v, d + 1) for v in x.values()]
+        elif isinstance(x, list):
+            todo += [(v, d + 1) for v in x]
+    return best
+
+
 def load_pipeline(spec: str, size: str = "full") -> Pipeline:
     """A zoo name, a pipeline JSON file, or an ONNX model (imported; weights cached)."""
     if spec in zoo.ZOO:
@@ -46,7 +64,11 @@ def load_pipeline(spec: str, size: str = "full") -> Pipeline:
     if path.suffix == ".json" and path.exists():
         text = read_text(path)
         try:
-            return Pipeline.from_json(json.loads(text))
+            body = json.loads(text)
+            depth = json_depth(body)
+            if depth > MAX_PIPELINE_DEPTH:
+                raise InputError(f"{path}: nested {depth} levels deep; a pipeline has at most {MAX_PIPELINE_DEPTH}")
+            return Pipeline.from_json(body)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         except RecursionError:  # from the JSON parser or from reading its nested expressions
