@@ -90,7 +90,7 @@ def import_dataset(path: str | Path, db_path: str | Path) -> dict[str, int]:
                     db.put_schedule(m.schedule_hash, rec["schedule"])
                     db.record(m)
                     counts["samples"] += 1
-    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise DatasetFileError(f"{path}: malformed dataset file ({type(exc).__name__}: {exc})") from None
     return counts
 
