@@ -44,9 +44,10 @@ def swatch(color: QColor, text: str, filled: bool = True) -> str:
     return f"<span style='color:{color.name()}; font-size:large'>{mark}</span>&nbsp;{text}"
 
 
-class _Chart(QStackedWidget):
+class Chart(QStackedWidget):
     """A plot under a one-line legend, or a line saying why there is no plot. (The legend
-    sits outside the plot so it never covers a bar or a point.)"""
+    sits outside the plot so it never covers a bar or a point.) The base of the app's charts
+    (StageBars, HistoryPlot, search_views.SearchPlot)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -90,7 +91,7 @@ class _Chart(QStackedWidget):
         self.setCurrentWidget(self.page)
 
 
-class StageBars(_Chart):
+class StageBars(Chart):
     """Per stage, its share of the run time: predicted (light) above measured (solid), each
     labelled with its milliseconds. Shares, not ms, share the axis: the analytic estimate's
     absolute scale is rough, but where the time goes is what a schedule changes."""
@@ -169,7 +170,7 @@ class StageBars(_Chart):
         self.show_plot(legend)
 
 
-class HistoryPlot(_Chart):
+class HistoryPlot(Chart):
     """Run time per variant of this session (x: variant number, y: ms, log scale)."""
 
     variant_clicked = Signal(int)  # variant number

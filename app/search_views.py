@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from engine.search import Trial
 
-from .perf_charts import ADAMS_COLOR, MEASURED_COLOR, PREDICTED_COLOR, _Chart, log_ticks, swatch
+from .perf_charts import ADAMS_COLOR, MEASURED_COLOR, PREDICTED_COLOR, Chart, log_ticks, swatch
 from .performance import ERROR_COLOR, OK_COLOR
 
 CURRENT_COLOR = QColor("#e67e22")
@@ -28,7 +28,7 @@ def fmt_ms(ms: float | None) -> str:
     return "–" if ms is None or not math.isfinite(ms) else f"{ms:.4g}"
 
 
-class SearchPlot(_Chart):
+class SearchPlot(Chart):
     """Best-so-far measured (solid) and predicted (dashed) ms per trial, each trial's measured
     time as a faint dot, and horizontal lines for the baselines (current schedule, Halide's
     autoschedulers)."""
