@@ -90,6 +90,19 @@ class Builder:
             self.ops.append(OpRecord(op, list(inputs), output, attrs))
         return output
 
+    def truncate(self, n_inputs: int, n_stages: int, n_ops: int) -> None:
+        """Undo what was added since the builder had `n_inputs` inputs, `n_stages` stages and
+        `n_ops` op records (it only appends, so truncating undoes): those inputs, stages and
+        records, their names, and the views made since (random pipelines undo an op that
+        broke their budget this way)."""
+        for x in self.inputs[n_inputs:] + self.stages[n_stages:]:
+            self._shapes.pop(x.name, None)
+        for v in [k for k in self._views if k not in {x.name for x in self.inputs + self.stages}]:
+            if v not in {r.output for r in self.ops[:n_ops]}:
+                self._views.pop(v)
+                self._shapes.pop(v, None)
+        del self.inputs[n_inputs:], self.stages[n_stages:], self.ops[n_ops:]
+
     def build(self, outputs: Sequence[str]) -> Pipeline:
         return Pipeline(self.name, self.inputs, self.stages, list(outputs), self.description, list(self.ops))
 

@@ -223,7 +223,7 @@ def _sample_module(name: str) -> tuple[Any, str]:
         torch.manual_seed(0)
         g = torch.Generator().manual_seed(1)
         module = cls().eval()
-        mm._randomize_bn(module, g)
+        mm.randomize_bn(module, g)
     return module, f"{cls.__name__} (make_models.py), eval mode, no_grad"
 
 

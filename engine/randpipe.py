@@ -66,15 +66,9 @@ class _Gen:
 
     def _restore(self, st: tuple[int, ...]) -> None:
         """Undo an op that broke the budget (Builder only appends, so truncating undoes it)."""
-        b = self.b
         n_in, n_st, n_ops, n_pool, n_w = st
-        for x in b.inputs[n_in:] + b.stages[n_st:]:
-            b._shapes.pop(x.name, None)
-        for v in [k for k in b._views if k not in {x.name for x in b.inputs + b.stages}]:
-            if v not in {r.output for r in b.ops[:n_ops]}:
-                b._views.pop(v)
-                b._shapes.pop(v, None)
-        del b.inputs[n_in:], b.stages[n_st:], b.ops[n_ops:], self.pool[n_pool:]
+        self.b.truncate(n_in, n_st, n_ops)
+        del self.pool[n_pool:]
         self.n_inputs = n_w
 
     def flops(self) -> float:

@@ -155,7 +155,10 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def _randomize_bn(m: nn.Module, g: torch.Generator) -> None:
+def randomize_bn(m: nn.Module, g: torch.Generator) -> None:
+    """Draw every BatchNorm2d's weight, bias and running statistics of `m` from `g`, in place
+    (a fresh BatchNorm2d is nearly the identity); engine/peers.py rebuilds the exported
+    models' weights with it."""
     for bn in m.modules():
         if isinstance(bn, nn.BatchNorm2d):
             with torch.no_grad():
@@ -188,7 +191,7 @@ def export_resnet50(path: Path, size: int = 224, width: int = 64) -> Path:
 def _export(model: nn.Module, shape: tuple[int, ...], path: Path) -> Path:
     g = torch.Generator().manual_seed(1)
     model = model.eval()
-    _randomize_bn(model, g)
+    randomize_bn(model, g)
     x = torch.randn(*shape, generator=g)
     keep_bn = any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     with warnings.catch_warnings():
