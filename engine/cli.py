@@ -15,6 +15,7 @@ from typing import Any
 
 from . import api, cli_costmodel, cli_search, zoo
 from . import cli_args as A
+from .bench_fuzz import add_parser as add_bench_fuzz_parser
 from .bench_import import add_parser as add_bench_import_parser
 from .bench_models import add_parser as add_bench_models_parser
 from .bench_search import add_parser as add_bench_search_parser
@@ -102,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
     add_bench_models_parser(bsub)
     add_bench_import_parser(bsub)
     add_bench_search_parser(bsub)
+    add_bench_fuzz_parser(bsub)
     cli_costmodel.register(sub)
     cli_search.register(sub)
     return ap
@@ -251,6 +253,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .bench_search import bench_search  # noqa: PLC0415
 
         result = bench_search(args)
+    elif args.bench == "fuzz":
+        from .bench_fuzz import bench_fuzz  # noqa: PLC0415
+
+        result = bench_fuzz(args)
     else:
         from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
 
