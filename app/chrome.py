@@ -1,13 +1,16 @@
 """The window's chrome: actions (with their shortcuts), menus, toolbar and status bar.
-Built here so main_window.py keeps to wiring and behaviour."""
+Built here so main_window.py keeps to wiring and behaviour; the window keeps what build()
+returns as `self.chrome` (typed records, not attributes set on the window from outside)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QStyle, QToolBar
+from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QProgressBar, QStyle, QToolBar
 
 from engine import zoo
 
@@ -15,14 +18,60 @@ if TYPE_CHECKING:
     from .main_window import MainWindow
 
 
-def build(w: MainWindow) -> None:
-    _build_actions(w)
-    _build_menus(w)
-    _build_toolbar(w)
-    _build_status_bar(w)
+@dataclass(frozen=True, eq=False)
+class Actions:
+    """The window's actions (menus and toolbar share them); each field's name is its key in ICONS."""
+
+    start_page: QAction
+    open: QAction
+    quit: QAction
+    undo: QAction
+    redo: QAction
+    find: QAction
+    measure: QAction
+    cancel: QAction
+    auto_measure: QAction
+    compare: QAction
+    reset_layout: QAction
+    about: QAction
 
 
-def _action(w: MainWindow, text: str, slot, shortcut: str | QKeySequence | None = None, tip: str = "") -> QAction:  # noqa: ANN001
+@dataclass(frozen=True, eq=False)
+class Chrome:
+    """What build() makes and the window updates later: actions, menus, toolbar and its combo
+    boxes (the window connects their signals), the status bar's widgets."""
+
+    actions: Actions
+    file_menu: QMenu
+    view_menu: QMenu
+    toolbar: QToolBar
+    schedule_combo: QComboBox
+    size_combo: QComboBox
+    progress: QProgressBar
+    progress_label: QLabel
+    info_label: QLabel
+
+
+def build(w: MainWindow) -> Chrome:
+    actions = _build_actions(w)
+    file_menu, view_menu = _build_menus(w, actions)
+    toolbar, schedule_combo, size_combo = _build_toolbar(w, actions)
+    view_menu.addSeparator()
+    view_menu.addAction(toolbar.toggleViewAction())
+    view_menu.addSeparator()
+    view_menu.addAction(actions.reset_layout)
+    view_menu.addMenu(w.theme.menu)
+    progress, progress_label, info_label = _build_status_bar(w)
+    return Chrome(actions, file_menu, view_menu, toolbar, schedule_combo, size_combo, progress, progress_label, info_label)
+
+
+def _action(
+    w: MainWindow,
+    text: str,
+    slot: Callable[..., object],
+    shortcut: str | QKeySequence | QKeySequence.StandardKey | None = None,
+    tip: str = "",
+) -> QAction:
     a = QAction(text, w)
     if shortcut is not None:
         a.setShortcut(QKeySequence(shortcut))
@@ -33,152 +82,152 @@ def _action(w: MainWindow, text: str, slot, shortcut: str | QKeySequence | None 
     return a
 
 
-def _build_actions(w: MainWindow) -> None:
-    w.start_page_action = _action(
+def _build_actions(w: MainWindow) -> Actions:
+    start_page = _action(
         w, "S&tart Page", w.show_start_page, "Ctrl+Shift+H", "Built-in pipelines, recent projects and sample models (Ctrl+Shift+H)"
     )
-    w.start_page_action.setIconText("Start")
-    w.open_action = _action(w, "&Open…", w.open_pipeline_dialog, QKeySequence.StandardKey.Open)
-    w.open_action.setStatusTip("Open a pipeline JSON, an ONNX model (imported) or a project")
-    w.quit_action = _action(w, "&Quit", w.close, "Ctrl+Q")
-    w.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-    w.undo_action = w.undo_stack.createUndoAction(w, "&Undo")
-    w.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-    w.undo_action.setIconText("Undo")  # the toolbar keeps a fixed width; the menu names the edit
-    w.redo_action = w.undo_stack.createRedoAction(w, "&Redo")
-    w.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
-    w.redo_action.setIconText("Redo")
-    w.find_action = _action(w, "&Find Stage…", w.find_stage, "Ctrl+F", "Find a stage by name in the graph (Ctrl+F)")
-    w.measure_action = _action(
+    start_page.setIconText("Start")
+    open_ = _action(w, "&Open…", w.open_pipeline_dialog, QKeySequence.StandardKey.Open)
+    open_.setStatusTip("Open a pipeline JSON, an ONNX model (imported) or a project")
+    quit_ = _action(w, "&Quit", w.close, "Ctrl+Q")
+    quit_.setMenuRole(QAction.MenuRole.QuitRole)
+    undo = w.undo_stack.createUndoAction(w, "&Undo")
+    undo.setShortcut(QKeySequence("Ctrl+Z"))
+    undo.setIconText("Undo")  # the toolbar keeps a fixed width; the menu names the edit
+    redo = w.undo_stack.createRedoAction(w, "&Redo")
+    redo.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+    redo.setIconText("Redo")
+    find = _action(w, "&Find Stage…", w.find_stage, "Ctrl+F", "Find a stage by name in the graph (Ctrl+F)")
+    measure = _action(
         w, "&Measure", w.start_measurement, "Ctrl+M", "Compile, time and verify the current schedule in a worker process (Ctrl+M)"
     )
     # A lambda: triggered(bool) would pass `checked` as cancel's request id.
-    w.cancel_action = _action(
+    cancel = _action(
         w, "&Cancel Measurement", lambda: w.measure_service.cancel(), "Ctrl+.", "Stop the running measurement and empty the queue (Ctrl+.)"
     )
-    w.cancel_action.setIconText("Cancel")
-    w.cancel_action.setEnabled(False)
-    w.auto_measure_action = _action(
+    cancel.setIconText("Cancel")
+    cancel.setEnabled(False)
+    auto_measure = _action(
         w, "&Auto-measure After Edits", w.set_auto_measure, None, "Measure each edited schedule shortly after the last edit"
     )
-    w.auto_measure_action.setCheckable(True)
-    w.auto_measure_action.setChecked(True)
-    w.auto_measure_action.setIconText("Auto")
-    w.compare_action = _action(
+    auto_measure.setCheckable(True)
+    auto_measure.setChecked(True)
+    auto_measure.setIconText("Auto")
+    compare = _action(
         w,
         "Compare with &Adams2019",
         w.compare_adams,
         None,
         "Measure Halide's Adams2019 autoscheduler on this pipeline (and the default schedule)",
     )
-    w.compare_action.setIconText("Compare Adams2019")
-    w.reset_layout_action = _action(w, "&Reset Layout", w.reset_layout, None, "Put the panels back where they started")
-    w.about_action = _action(w, "&About Schedule Explorer", w.show_about)
-    w.about_action.setMenuRole(QAction.MenuRole.AboutRole)
-    _set_icons(w)
+    compare.setIconText("Compare Adams2019")
+    reset_layout = _action(w, "&Reset Layout", w.reset_layout, None, "Put the panels back where they started")
+    about = _action(w, "&About Schedule Explorer", w.show_about)
+    about.setMenuRole(QAction.MenuRole.AboutRole)
+    actions = Actions(start_page, open_, quit_, undo, redo, find, measure, cancel, auto_measure, compare, reset_layout, about)
+    _set_icons(w, actions)
+    return actions
 
 
 # One icon set for all actions: the style's standard icons, so they follow the platform
 # and the light/dark theme without shipping image files.
 ICONS = {
-    "start_page_action": QStyle.StandardPixmap.SP_DirHomeIcon,
-    "open_action": QStyle.StandardPixmap.SP_DialogOpenButton,
-    "quit_action": QStyle.StandardPixmap.SP_DialogCloseButton,
-    "undo_action": QStyle.StandardPixmap.SP_ArrowBack,
-    "redo_action": QStyle.StandardPixmap.SP_ArrowForward,
-    "find_action": QStyle.StandardPixmap.SP_FileDialogContentsView,
-    "measure_action": QStyle.StandardPixmap.SP_MediaPlay,
-    "cancel_action": QStyle.StandardPixmap.SP_MediaStop,
-    "auto_measure_action": QStyle.StandardPixmap.SP_BrowserReload,
-    "compare_action": QStyle.StandardPixmap.SP_FileDialogDetailedView,
-    "reset_layout_action": QStyle.StandardPixmap.SP_DialogResetButton,
-    "about_action": QStyle.StandardPixmap.SP_MessageBoxInformation,
+    "start_page": QStyle.StandardPixmap.SP_DirHomeIcon,
+    "open": QStyle.StandardPixmap.SP_DialogOpenButton,
+    "quit": QStyle.StandardPixmap.SP_DialogCloseButton,
+    "undo": QStyle.StandardPixmap.SP_ArrowBack,
+    "redo": QStyle.StandardPixmap.SP_ArrowForward,
+    "find": QStyle.StandardPixmap.SP_FileDialogContentsView,
+    "measure": QStyle.StandardPixmap.SP_MediaPlay,
+    "cancel": QStyle.StandardPixmap.SP_MediaStop,
+    "auto_measure": QStyle.StandardPixmap.SP_BrowserReload,
+    "compare": QStyle.StandardPixmap.SP_FileDialogDetailedView,
+    "reset_layout": QStyle.StandardPixmap.SP_DialogResetButton,
+    "about": QStyle.StandardPixmap.SP_MessageBoxInformation,
 }
 
 
-def _set_icons(w: MainWindow) -> None:
+def _set_icons(w: MainWindow, actions: Actions) -> None:
     style = w.style()
     for name, pixmap in ICONS.items():
-        getattr(w, name).setIcon(style.standardIcon(pixmap))
+        getattr(actions, name).setIcon(style.standardIcon(pixmap))
 
 
-def _build_menus(w: MainWindow) -> None:
+def _build_menus(w: MainWindow, a: Actions) -> tuple[QMenu, QMenu]:
+    """The menu bar; returns the File and View menus (the toolbar's toggle joins View)."""
     bar = w.menuBar()
-    w.file_menu = bar.addMenu("&File")
-    w.file_menu.addAction(w.start_page_action)
-    w.file_menu.addAction(w.open_action)
-    w.file_menu.addSeparator()
+    file_menu = bar.addMenu("&File")
+    file_menu.addAction(a.start_page)
+    file_menu.addAction(a.open)
+    file_menu.addSeparator()
     pr = w.projects
-    w.file_menu.addAction(pr.open_action)
-    w.file_menu.addMenu(pr.recent_menu)
-    w.file_menu.addAction(pr.save_action)
-    w.file_menu.addAction(pr.save_as_action)
-    w.file_menu.addSeparator()
-    w.file_menu.addAction(w.quit_action)
+    file_menu.addAction(pr.open_action)
+    file_menu.addMenu(pr.recent_menu)
+    file_menu.addAction(pr.save_action)
+    file_menu.addAction(pr.save_as_action)
+    file_menu.addSeparator()
+    file_menu.addAction(a.quit)
     edit_menu = bar.addMenu("&Edit")
-    edit_menu.addAction(w.undo_action)
-    edit_menu.addAction(w.redo_action)
+    edit_menu.addAction(a.undo)
+    edit_menu.addAction(a.redo)
     edit_menu.addSeparator()
-    edit_menu.addAction(w.find_action)
-    w.view_menu = bar.addMenu("&View")
+    edit_menu.addAction(a.find)
+    view_menu = bar.addMenu("&View")
     for dock in w.docks():
-        w.view_menu.addAction(dock.toggleViewAction())
+        view_menu.addAction(dock.toggleViewAction())
     measure_menu = bar.addMenu("&Measure")
-    for a in (w.measure_action, w.cancel_action, w.auto_measure_action, w.compare_action):
-        measure_menu.addAction(a)
+    for action in (a.measure, a.cancel, a.auto_measure, a.compare):
+        measure_menu.addAction(action)
     help_menu = bar.addMenu("&Help")
-    help_menu.addAction(w.about_action)
+    help_menu.addAction(a.about)
+    return file_menu, view_menu
 
 
-def _build_toolbar(w: MainWindow) -> None:
+def _build_toolbar(w: MainWindow, a: Actions) -> tuple[QToolBar, QComboBox, QComboBox]:
+    """The main toolbar; returns it and its schedule and size combo boxes."""
     tb = QToolBar("Main toolbar", w)
     tb.setObjectName("main_toolbar")
     tb.setMovable(False)
     tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-    tb.addAction(w.start_page_action)
+    tb.addAction(a.start_page)
     tb.addSeparator()
-    for a in (w.measure_action, w.cancel_action, w.auto_measure_action, w.compare_action):
-        tb.addAction(a)
+    for action in (a.measure, a.cancel, a.auto_measure, a.compare):
+        tb.addAction(action)
     tb.addSeparator()
-    tb.addAction(w.undo_action)
-    tb.addAction(w.redo_action)
+    tb.addAction(a.undo)
+    tb.addAction(a.redo)
     tb.addSeparator()
     tb.addWidget(QLabel(" Schedule: "))
-    w.schedule_combo = QComboBox()
-    w.schedule_combo.setObjectName("schedule_combo")
-    w.schedule_combo.setToolTip("The schedule applied to the pipeline: the default (all stages at root), hand-written, or a file")
-    w.schedule_combo.setMinimumContentsLength(10)
-    w.schedule_combo.activated.connect(w._on_schedule_chosen)
-    tb.addWidget(w.schedule_combo)
+    schedule_combo = QComboBox()
+    schedule_combo.setObjectName("schedule_combo")
+    schedule_combo.setToolTip("The schedule applied to the pipeline: the default (all stages at root), hand-written, or a file")
+    schedule_combo.setMinimumContentsLength(10)
+    tb.addWidget(schedule_combo)
     tb.addSeparator()
     tb.addWidget(QLabel(" Size: "))
-    w.size_combo = QComboBox()
-    w.size_combo.setObjectName("size_combo")
-    w.size_combo.addItems(list(zoo.SIZES))
-    w.size_combo.setCurrentText(w.size)
-    w.size_combo.setToolTip("Built-in pipelines: the small test size or the realistic full size")
-    w.size_combo.activated.connect(w._on_size_chosen)
-    tb.addWidget(w.size_combo)
+    size_combo = QComboBox()
+    size_combo.setObjectName("size_combo")
+    size_combo.addItems(list(zoo.SIZES))
+    size_combo.setCurrentText(w.pipeline_size)
+    size_combo.setToolTip("Built-in pipelines: the small test size or the realistic full size")
+    tb.addWidget(size_combo)
     w.addToolBar(tb)
-    w.toolbar = tb
-    w.view_menu.addSeparator()
-    w.view_menu.addAction(tb.toggleViewAction())
-    w.view_menu.addSeparator()
-    w.view_menu.addAction(w.reset_layout_action)
-    w.view_menu.addMenu(w.theme.menu)
+    return tb, schedule_combo, size_combo
 
 
-def _build_status_bar(w: MainWindow) -> None:
+def _build_status_bar(w: MainWindow) -> tuple[QProgressBar, QLabel, QLabel]:
+    """The status bar's permanent widgets: measurement progress bar and label, pipeline info."""
     sb = w.statusBar()
-    w.progress = QProgressBar()
-    w.progress.setRange(0, 0)  # busy indicator: a measurement has no known duration
-    w.progress.setMaximumWidth(140)
-    w.progress.setMaximumHeight(16)
-    w.progress.setTextVisible(False)
-    w.progress.hide()
-    w.progress_label = QLabel()
-    w.progress_label.hide()
-    w.info_label = QLabel()
-    sb.addPermanentWidget(w.progress_label)
-    sb.addPermanentWidget(w.progress)
-    sb.addPermanentWidget(w.info_label)
+    progress = QProgressBar()
+    progress.setRange(0, 0)  # busy indicator: a measurement has no known duration
+    progress.setMaximumWidth(140)
+    progress.setMaximumHeight(16)
+    progress.setTextVisible(False)
+    progress.hide()
+    progress_label = QLabel()
+    progress_label.hide()
+    info_label = QLabel()
+    sb.addPermanentWidget(progress_label)
+    sb.addPermanentWidget(progress)
+    sb.addPermanentWidget(info_label)
+    return progress, progress_label, info_label

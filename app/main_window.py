@@ -70,7 +70,8 @@ class MainWindow(QMainWindow):
         self.doc = Document(self)
         self.history = SessionHistory(self)
         self.undo_stack = QUndoStack(self)
-        self.size = size
+        # Not `size`: that would hide QWidget.size().
+        self.pipeline_size = size  # the size built-in pipelines open at
         # The schedule to show: the user's last choice, else hand-written where one exists.
         # Falling back to default is only reported when the user asked for something else.
         self.preferred_schedule = "hand"
@@ -92,7 +93,9 @@ class MainWindow(QMainWindow):
         # Before the chrome: its Start Page action and toolbar act on the page.
         self.start = StartPageController(self, self.central, LAYOUT_VERSION)
         self.start_page = self.start.page
-        chrome.build(self)
+        self.chrome = chrome.build(self)
+        self.chrome.schedule_combo.activated.connect(self._on_schedule_chosen)
+        self.chrome.size_combo.activated.connect(self._on_size_chosen)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -108,7 +111,7 @@ class MainWindow(QMainWindow):
         self.measure_service.started.connect(self._refresh_performance)
         self.measure_service.finished.connect(self._on_measured)
         self.measure_control.adams_changed.connect(self._on_adams_changed)
-        self.performance.compare_clicked.connect(self.compare_action.trigger)
+        self.performance.compare_clicked.connect(self.chrome.actions.compare.trigger)
         self.performance.variant_clicked.connect(self.restore_variant)
         self.tabs.currentChanged.connect(self._request_stmt)
         self.stmt_loader.ready.connect(self._show_stmt)
@@ -164,7 +167,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.central)
 
         self.pipelines = PipelinePanel()
-        self.pipelines.populate(self.size)
+        self.pipelines.populate(self.pipeline_size)
         self.stages = StagesPanel()
         self.editor = ScheduleEditor(self.doc, self.undo_stack)
         self.undo_view = QUndoView(self.undo_stack)
@@ -226,7 +229,7 @@ class MainWindow(QMainWindow):
         if schedule_spec is not None:
             self.preferred_schedule, self.schedule_explicit = schedule_spec, True
         try:
-            note = self.doc.open(spec, self.size, self.preferred_schedule)
+            note = self.doc.open(spec, self.pipeline_size, self.preferred_schedule)
         except api.InputError as exc:
             QMessageBox.warning(self, "Cannot open pipeline", str(exc))
             self.pipelines.set_current(self.doc.pipeline_spec if self.doc.is_builtin else None)
@@ -255,7 +258,7 @@ class MainWindow(QMainWindow):
             note = f"{exc}; showing the default schedule"
             wanted, sched = "default", self.doc.load_schedule_for(p, "default")
         try:
-            self.doc.load(p, str(path), self.size, wanted, sched)
+            self.doc.load(p, str(path), self.pipeline_size, wanted, sched)
         except Exception as exc:  # noqa: BLE001  # an imported pipeline the loop nest rejects: keep the current one
             QMessageBox.warning(self, "Cannot open model", f"{path}: {exc}")
             return False
@@ -291,7 +294,7 @@ class MainWindow(QMainWindow):
 
     @Slot(int)
     def _on_schedule_chosen(self, index: int) -> None:
-        spec = self.schedule_combo.itemData(index)
+        spec = self.chrome.schedule_combo.itemData(index)
         if spec is None or (spec == self.doc.schedule_spec and not self.doc.edited):
             return
         try:
@@ -304,11 +307,11 @@ class MainWindow(QMainWindow):
 
     @Slot(int)
     def _on_size_chosen(self, _index: int) -> None:
-        size = self.size_combo.currentText()
-        if size == self.size:
+        size = self.chrome.size_combo.currentText()
+        if size == self.pipeline_size:
             return
         if self.doc.is_builtin and not self.projects.maybe_save():
-            self.size_combo.setCurrentText(self.size)
+            self.chrome.size_combo.setCurrentText(self.pipeline_size)
             return
         self.use_size(size)
         if self.doc.is_builtin:
@@ -316,8 +319,8 @@ class MainWindow(QMainWindow):
 
     def use_size(self, size: str) -> None:
         """The size built-in pipelines open at next (the open one is not reopened)."""
-        self.size = size
-        self.size_combo.setCurrentText(size)
+        self.pipeline_size = size
+        self.chrome.size_combo.setCurrentText(size)
         self.pipelines.populate(size)
 
     # --- start page -------------------------------------------------------------------
@@ -357,8 +360,8 @@ class MainWindow(QMainWindow):
         self.stages.set_document(doc)
         self.select_stage(self.stages.current_stage())
         self.pipelines.set_current(doc.pipeline_spec if doc.is_builtin else None)
-        self.size_combo.setEnabled(doc.is_builtin)
-        self.size_combo.setToolTip(
+        self.chrome.size_combo.setEnabled(doc.is_builtin)
+        self.chrome.size_combo.setToolTip(
             "Built-in pipelines: the small test size or the realistic full size" if doc.is_builtin else "A pipeline file has fixed extents"
         )
         self._sync_schedule_combo()
@@ -421,7 +424,7 @@ class MainWindow(QMainWindow):
         if self.doc.schedule_spec in NAMED_SCHEDULES and self.doc.schedule_spec not in specs:
             specs.append(self.doc.schedule_spec)  # e.g. heuristic, chosen for a model, kept for a built-in
         reasons = self.doc.schedule_options(specs)
-        combo = self.schedule_combo
+        combo = self.chrome.schedule_combo
         combo.blockSignals(True)
         combo.clear()
         model = combo.model()
@@ -446,7 +449,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"{name}[*] — Schedule Explorer" if name else "Schedule Explorer")
         self.setWindowModified(self.projects.dirty)
         p = self.doc.pipeline
-        self.info_label.setText(f"{title} · {len(p.stages)} stages · {format_flop(p.flops())}" if p is not None else "")
+        self.chrome.info_label.setText(f"{title} · {len(p.stages)} stages · {format_flop(p.flops())}" if p is not None else "")
 
     # --- editing and measuring --------------------------------------------------------
     @Slot(int)
@@ -467,7 +470,7 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def set_auto_measure(self, on: bool) -> None:
-        self.auto_measure_action.setChecked(on)
+        self.chrome.actions.auto_measure.setChecked(on)
         self.measure_control.set_auto(on)
 
     @Slot()
@@ -486,19 +489,19 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def _on_adams_changed(self, running: bool) -> None:
-        self.compare_action.setText("Cancel &Adams2019" if running else "Compare with &Adams2019")
-        self.compare_action.setIconText("Cancel Adams2019" if running else "Compare Adams2019")
+        self.chrome.actions.compare.setText("Cancel &Adams2019" if running else "Compare with &Adams2019")
+        self.chrome.actions.compare.setIconText("Cancel Adams2019" if running else "Compare Adams2019")
         self._refresh_performance()
 
     def _sync_measure_action(self) -> None:
-        self.measure_action.setEnabled(self.doc.pipeline is not None and not self.measure_control.is_queued(self.doc.schedule_hash))
+        self.chrome.actions.measure.setEnabled(self.doc.pipeline is not None and not self.measure_control.is_queued(self.doc.schedule_hash))
 
     @Slot(bool)
     def _on_busy_changed(self, busy: bool) -> None:
         self._sync_measure_action()
-        self.cancel_action.setEnabled(busy)
-        self.progress.setVisible(busy)
-        self.progress_label.setVisible(busy)
+        self.chrome.actions.cancel.setEnabled(busy)
+        self.chrome.progress.setVisible(busy)
+        self.chrome.progress_label.setVisible(busy)
         if busy:
             self._elapsed.start()
             self._tick.start()
@@ -510,7 +513,7 @@ class MainWindow(QMainWindow):
     def _update_progress(self) -> None:
         queued = len(self.measure_service.pending()) - 1
         more = f" (+{queued} queued)" if queued > 0 else ""
-        self.progress_label.setText(f"Measuring… {self._elapsed.elapsed() / 1000:.1f} s{more}")
+        self.chrome.progress_label.setText(f"Measuring… {self._elapsed.elapsed() / 1000:.1f} s{more}")
 
     @Slot(object, object, bool)
     def _on_measured(self, request: MeasureRequest, m: Measurement, cancelled: bool) -> None:

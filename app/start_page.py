@@ -47,6 +47,8 @@ from .start_items import (
 )
 
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QDockWidget, QToolBar
+
     from .main_window import MainWindow
 
 MUTED = "color: palette(placeholder-text)"
@@ -72,8 +74,14 @@ def _on_choice(lw: QListWidget, choose: Callable[[QListWidgetItem], None]) -> No
     """A click, or Enter on the current row, chooses it. Not itemActivated: where the style
     activates on a single click it would come with the click and open a model twice."""
     lw.itemClicked.connect(choose)
+
+    def choose_current() -> None:
+        item = lw.currentItem()
+        if item is not None:
+            choose(item)
+
     for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-        _shortcut(key, lw, lambda: lw.currentItem() and choose(lw.currentItem()), Qt.ShortcutContext.WidgetShortcut)
+        _shortcut(key, lw, choose_current, Qt.ShortcutContext.WidgetShortcut)
 
 
 def _shortcut(key: Qt.Key, parent: QWidget, slot: Callable[[], object], context: Qt.ShortcutContext) -> QShortcut:
@@ -340,13 +348,17 @@ class StartPageController(QObject):
         """The workspace's layout, also while the page hides it (what closing remembers)."""
         return self._workspace_state if self._workspace_state is not None else self.w.saveState(self.version)
 
+    def _bars(self) -> list[QDockWidget | QToolBar]:
+        """What the page hides: the docks and the toolbar."""
+        return [*self.w.docks(), self.w.chrome.toolbar]
+
     def show_page(self) -> None:
         w = self.w
         self._refresh()
         if self.showing:
             return
         self._workspace_state = w.saveState(self.version)
-        for bar in (*w.docks(), w.toolbar):
+        for bar in self._bars():
             bar.hide()
             bar.toggleViewAction().setEnabled(False)  # View → a dock would show it over the page
         self.stack.setCurrentWidget(self.page)
@@ -361,7 +373,7 @@ class StartPageController(QObject):
         state, self._workspace_state = self._workspace_state, None
         self.stack.setCurrentIndex(0)
         w.restoreState(state, self.version)
-        for bar in (*w.docks(), w.toolbar):
+        for bar in self._bars():
             bar.toggleViewAction().setEnabled(True)
         w.update_title()
 
@@ -369,7 +381,7 @@ class StartPageController(QObject):
     def _refresh(self) -> None:
         w, doc = self.w, self.w.doc
         open_spec = (doc.pipeline_spec, doc.size) if doc.pipeline is not None and doc.is_builtin else None
-        self.page.refresh(w.size, open_spec, doc.title or None, w.projects.recent())
+        self.page.refresh(w.pipeline_size, open_spec, doc.title or None, w.projects.recent())
 
     # --- opening ----------------------------------------------------------------------
     @Slot(str, str)
@@ -381,7 +393,7 @@ class StartPageController(QObject):
             return True
         if not w.projects.maybe_save():
             return False
-        before = w.size
+        before = w.pipeline_size
         w.use_size(size)
         if not w.open_pipeline(name):
             w.use_size(before)

@@ -47,7 +47,7 @@ def test_opens_on_blur(window: MainWindow) -> None:
     assert [window.stages.tree.topLevelItem(i).text(0) for i in range(window.stages.tree.topLevelItemCount())] == ["blur_x", "blur_y"]
     assert json.loads(window.schedule_view.toPlainText())["format"] == 1
     assert "blur" in window.windowTitle()
-    shortcuts = {a.shortcut().toString() for a in (window.open_action, window.measure_action, window.quit_action)}
+    shortcuts = {a.shortcut().toString() for a in (window.chrome.actions.open, window.chrome.actions.measure, window.chrome.actions.quit)}
     assert shortcuts == {"Ctrl+O", "Ctrl+M", "Ctrl+Q"}
     # The other views show the engine's exports of the same schedule.
     assert window.cpp_view.toPlainText() == window.doc.source("cpp")
@@ -84,7 +84,7 @@ def test_schedule_combo_switches_schedule(window: MainWindow) -> None:
         pytest.skip("no built-in pipeline has a hand-written schedule yet")
     name = with_hand[0]
     assert window.open_pipeline(name, "default")
-    combo = window.schedule_combo
+    combo = window.chrome.schedule_combo
     combo.setCurrentIndex(combo.findData("hand"))
     combo.activated.emit(combo.currentIndex())
     assert window.doc.schedule_spec == "hand"
@@ -107,25 +107,25 @@ def test_open_pipeline_json_file(tmp_path: Path, window: MainWindow) -> None:
     assert window.open_pipeline(str(path))
     assert window.doc.pipeline.name == "matmul"
     assert window.pipelines.current_name() is None  # a file has no row in the zoo list
-    assert not window.size_combo.isEnabled()
+    assert not window.chrome.size_combo.isEnabled()
 
 
 def test_measure_shows_a_verified_result_without_blocking(qtbot: QtBot, window: MainWindow) -> None:
     assert window.open_pipeline("blur", "default")  # app plumbing under test, not a hand-written schedule
     seen: list[tuple[bool, bool]] = []
-    window.measure_service.busy_changed.connect(lambda busy: seen.append((busy, window.measure_action.isEnabled())))
-    button = window.toolbar.widgetForAction(window.measure_action)
+    window.measure_service.busy_changed.connect(lambda busy: seen.append((busy, window.chrome.actions.measure.isEnabled())))
+    button = window.chrome.toolbar.widgetForAction(window.chrome.actions.measure)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert seen[:1] == [(True, False)]  # the button is disabled at once; the GUI thread is free
-    assert window.progress.isVisible()
+    assert window.chrome.progress.isVisible()
     qtbot.waitUntil(lambda: window.measurement.result is not None, timeout=MEASURE_TIMEOUT_MS)
     m = window.measurement.result
     assert m.ok and m.verified, m.error
     assert m.median_ms is not None and m.median_ms > 0
     assert "Verified" in window.measurement.verdict_text()
     assert window.measurement.values["Median"].text().endswith(" ms")
-    assert window.measure_action.isEnabled()
-    assert not window.progress.isVisible()
+    assert window.chrome.actions.measure.isEnabled()
+    assert not window.chrome.progress.isVisible()
     assert seen[-1] == (False, True)
 
 
@@ -201,6 +201,6 @@ def test_every_main_action_has_an_icon_and_a_tooltip(window: MainWindow) -> None
     from app.chrome import ICONS
 
     for name in ICONS:
-        action = getattr(window, name)
+        action = getattr(window.chrome.actions, name)
         assert not action.icon().isNull(), name
         assert action.toolTip(), name

@@ -212,7 +212,7 @@ def test_switching_schedule_and_restoring_a_variant_are_undoable(window: MainWin
     assert doc.schedule_hash == window.history.variants[0].hash
     window.undo_stack.undo()
     assert doc.schedule_hash == edited
-    combo = window.schedule_combo
+    combo = window.chrome.schedule_combo
     if not combo.model().item(combo.findData("hand")).isEnabled():
         pytest.skip("blur has no hand-written schedule")
     combo.setCurrentIndex(combo.findData("hand"))

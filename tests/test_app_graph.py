@@ -77,7 +77,7 @@ def test_clicking_a_node_selects_the_stage_everywhere(qtbot: QtBot, window: Main
 
 
 def test_find_selects_and_centres_a_stage(qtbot: QtBot, window: MainWindow) -> None:
-    window.find_action.trigger()
+    window.chrome.actions.find.trigger()
     assert window.tabs.currentWidget() is window.graph
     assert window.graph.find_edit.hasFocus()
     qtbot.keyClicks(window.graph.find_edit, "CONV2_P")  # part of a name, any case

@@ -56,13 +56,13 @@ def test_opening_an_onnx_model_shows_its_import_report(open_window, warnings: li
     assert report.inputs[0]["name"] in text and report.outputs[0]["name"] in text
     assert w.import_report_dock.isVisible()
     # Imported models: default and heuristic, heuristic picked.
-    combo = w.schedule_combo
+    combo = w.chrome.schedule_combo
     assert [combo.itemData(i) for i in range(combo.count())] == ["default", "heuristic"]
     assert w.doc.schedule_spec == "heuristic" and combo.currentData() == "heuristic"
-    assert not w.size_combo.isEnabled()
+    assert not w.chrome.size_combo.isEnabled()
     # The report stays reachable from the View menu after the dock is closed.
     w.import_report_dock.close()
-    assert w.import_report_dock.toggleViewAction() in w.view_menu.actions()
+    assert w.import_report_dock.toggleViewAction() in w.chrome.view_menu.actions()
     w.import_report_dock.toggleViewAction().trigger()
     assert w.import_report_dock.isVisible()
 

@@ -34,7 +34,7 @@ def test_auto_measure_is_debounced_and_measures_the_last_edit(qtbot: QtBot, wind
     started: list[str] = []
     window.measure_service.started.connect(lambda r: started.append(r.schedule_key))
     window.set_auto_measure(True)
-    assert window.auto_measure_action.isChecked()
+    assert window.chrome.actions.auto_measure.isChecked()
     window.select_stage("blur_y")
     window.editor.quick_action("parallel")
     first = window.doc.schedule_hash
@@ -86,7 +86,7 @@ def test_performance_panel_speedups_and_history(window: MainWindow) -> None:
 def test_adams2019_comparison_runs_off_thread_and_cancels(qtbot: QtBot, window: MainWindow) -> None:
     finished: list[tuple[str, bool]] = []
     window.measure_service.finished.connect(lambda r, m, cancelled: finished.append((r.schedule_key, cancelled)))
-    window.compare_action.trigger()
+    window.chrome.actions.compare.trigger()
     ctl = window.measure_control
     assert ctl.adams_request is not None and ctl.adams_request.autoscheduler == "Adams2019"
     keys = [r.schedule_key for r in window.measure_service.pending()]
@@ -97,21 +97,21 @@ def test_adams2019_comparison_runs_off_thread_and_cancels(qtbot: QtBot, window: 
     assert ("auto:Adams2019", True) in finished
     assert ctl.adams_request is None
     assert window.performance.compare_button.text() == "Compare with Adams2019"
-    assert window.compare_action.text() == "Compare with &Adams2019"
-    window.cancel_action.trigger()  # the default's measurement too
+    assert window.chrome.actions.compare.text() == "Compare with &Adams2019"
+    window.chrome.actions.cancel.trigger()  # the default's measurement too
     qtbot.waitUntil(lambda: not window.measure_service.busy, timeout=MEASURE_TIMEOUT_MS)
 
 
 def test_cancel_stops_the_running_measurement(qtbot: QtBot, window: MainWindow) -> None:
     assert window.open_pipeline("harris", "default")  # not measured elsewhere in these tests: no stored result
     req = window.start_measurement()
-    assert req is not None and window.cancel_action.isEnabled()
+    assert req is not None and window.chrome.actions.cancel.isEnabled()
     qtbot.wait(300)  # the worker has started compiling
-    window.cancel_action.trigger()
+    window.chrome.actions.cancel.trigger()
     qtbot.waitUntil(lambda: not window.measure_service.busy, timeout=MEASURE_TIMEOUT_MS)
     assert req.schedule_key in window.history.cancelled
     assert window.performance.verdict_text() == "Cancelled"
-    assert not window.cancel_action.isEnabled() and window.measure_action.isEnabled()
+    assert not window.chrome.actions.cancel.isEnabled() and window.chrome.actions.measure.isEnabled()
 
 
 def test_queue_runs_one_at_a_time_and_drops_cancelled_requests(qtbot: QtBot, window: MainWindow) -> None:
@@ -120,10 +120,10 @@ def test_queue_runs_one_at_a_time_and_drops_cancelled_requests(qtbot: QtBot, win
     svc.started.connect(lambda r: order.append(r.id))
     a = window.start_measurement()
     assert window.start_measurement() is None  # already queued
-    assert not window.measure_action.isEnabled()
+    assert not window.chrome.actions.measure.isEnabled()
     window.select_stage("blur_y")
     window.editor.quick_action("parallel")
-    assert window.measure_action.isEnabled()  # another schedule now
+    assert window.chrome.actions.measure.isEnabled()  # another schedule now
     b = window.start_measurement()
     c = svc.measure(window.doc.pipeline, window.doc.load_spec("default"), "again")
     assert [r.id for r in svc.pending()] == [a.id, b.id, c.id]

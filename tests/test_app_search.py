@@ -39,7 +39,7 @@ def test_search_runs_off_thread_fills_table_and_plot_and_applies_undoably(qtbot:
     w: MainWindow = open_window("blur")
     panel = w.search_panel
     assert w.search_dock.objectName() == "search_dock"
-    assert w.search_dock.toggleViewAction() in w.view_menu.actions()
+    assert w.search_dock.toggleViewAction() in w.chrome.view_menu.actions()
     c = panel.controls
     assert [c.strategy_combo.itemText(i) for i in range(c.strategy_combo.count())] == sorted(STRATEGIES)
     for i in range(c.strategy_combo.count()):  # every strategy has a one-line description

@@ -51,7 +51,7 @@ def _predicted_ms(w: MainWindow) -> float:
 def test_a_session_from_the_start_page_to_a_reopened_project(qtbot: QtBot, tmp_path: Path) -> None:
     w = _window(qtbot)
     page = w.start_page
-    assert w.start.showing and not w.stages_dock.isVisible() and not w.toolbar.isVisible()
+    assert w.start.showing and not w.stages_dock.isVisible() and not w.chrome.toolbar.isVisible()
     assert not page.continue_button.isEnabled()  # nothing open yet
 
     # Start page: the small size, then the unsharp card.
@@ -60,12 +60,12 @@ def test_a_session_from_the_start_page_to_a_reopened_project(qtbot: QtBot, tmp_p
     _click_row(qtbot, page.gallery, "unsharp")
     doc = w.doc
     assert not w.start.showing and w.central.currentWidget() is w.tabs
-    assert w.stages_dock.isVisible() and w.measurement_dock.isVisible() and w.toolbar.isVisible()
+    assert w.stages_dock.isVisible() and w.measurement_dock.isVisible() and w.chrome.toolbar.isVisible()
     assert doc.pipeline.content_hash() == zoo.get("unsharp", "small").content_hash()
-    assert (doc.size, w.size, w.size_combo.currentText(), doc.schedule_spec) == ("small", "small", "small", "hand")
+    assert (doc.size, w.pipeline_size, w.chrome.size_combo.currentText(), doc.schedule_spec) == ("small", "small", "small", "hand")
 
     # Start from the default schedule (the toolbar's schedule combo), as a user exploring would.
-    combo = w.schedule_combo
+    combo = w.chrome.schedule_combo
     combo.setCurrentIndex(combo.findData("default"))
     combo.activated.emit(combo.currentIndex())
     assert doc.schedule_spec == "default" and doc.schedule.to_json() == default_schedule(doc.pipeline).to_json()
@@ -108,7 +108,7 @@ def test_a_session_from_the_start_page_to_a_reopened_project(qtbot: QtBot, tmp_p
     w.editor.close_form()
 
     # Measure (the toolbar button): a verified median and per-stage bars from the profiler.
-    qtbot.mouseClick(w.toolbar.widgetForAction(w.measure_action), Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(w.chrome.toolbar.widgetForAction(w.chrome.actions.measure), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.performance.result is not None, timeout=MEASURE_TIMEOUT_MS)
     m = w.performance.result
     assert m.ok and m.verified, m.error

@@ -46,11 +46,11 @@ def test_the_page_lists_the_zoo_and_returns_to_the_workspace(qtbot: QtBot) -> No
     w = _window(qtbot)
     assert w.open_pipeline("blur")
     w.show()
-    w.start_page_action.trigger()
-    assert w.start_page_action.shortcut().toString() == "Ctrl+Shift+H"
+    w.chrome.actions.start_page.trigger()
+    assert w.chrome.actions.start_page.shortcut().toString() == "Ctrl+Shift+H"
     page = w.start_page
     assert w.start.showing and page.isVisible() and w.windowTitle().startswith("Start Page")
-    assert not any(d.isVisible() for d in w.docks()) and not w.toolbar.isVisible()
+    assert not any(d.isVisible() for d in w.docks()) and not w.chrome.toolbar.isVisible()
     assert not w.stages_dock.toggleViewAction().isEnabled()  # View → a dock would cover the page
     g = page.gallery
     assert [g.item(k).data(KEY_ROLE) for k in range(g.count())] == zoo.names()
@@ -73,8 +73,8 @@ def test_the_page_lists_the_zoo_and_returns_to_the_workspace(qtbot: QtBot) -> No
         w.activateWindow()
     qtbot.keyClick(g, Qt.Key.Key_Escape)
     assert not w.start.showing and w.central.currentWidget() is w.tabs
-    assert w.stages_dock.isVisible() and w.toolbar.isVisible() and w.stages_dock.toggleViewAction().isEnabled()
-    assert w.doc.schedule_hash == before and w.size == "small"
+    assert w.stages_dock.isVisible() and w.chrome.toolbar.isVisible() and w.stages_dock.toggleViewAction().isEnabled()
+    assert w.doc.schedule_hash == before and w.pipeline_size == "small"
     # Enter on a card opens it.
     w.show_start_page()
     g.setCurrentItem(page.card_for("matmul"))
@@ -137,7 +137,7 @@ def test_closing_on_the_start_page_remembers_the_workspace_layout(qtbot: QtBot) 
         first.close()  # while the page hides every dock
         second = _window(qtbot, persist_layout=True)
         second.show()
-        assert second.stages_dock.isVisible() and second.toolbar.isVisible()
+        assert second.stages_dock.isVisible() and second.chrome.toolbar.isVisible()
         assert not second.measurement_dock.isVisible()  # the user's own change is kept
         second.show_start_page()
         second.reset_layout()  # from the page: back to the workspace, docks where they started
