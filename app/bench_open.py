@@ -68,6 +68,7 @@ def _one(model: str) -> dict[str, float]:
     t2 = time.perf_counter()
     view = w.graph.view
     out = {"open": t1 - t0, "show": t2 - t1, "total": t2 - t0, **spent, "total_cpu": time.process_time() - c0}
+    assert w.doc.pipeline is not None  # open_pipeline succeeded
     out |= {"stages": len(w.doc.pipeline.stages), "nodes_drawn": len(view.nodes) + len(view.groups), "grouped": view.grouped}
     w.close()
     return out

@@ -197,9 +197,9 @@ class DirectiveForm(QWidget):
         consumers.blockSignals(True)
         consumers.clear()
         topo = {n: k for k, n in enumerate(nx.topological_sort(p.graph))}
-        for c in sorted((n for n in p.downstream(stage) if n in p.stage_map), key=topo.get):
-            inlined = sched.of(c).compute()["kind"] == "compute_inline"
-            consumers.addItem(c + ("  (inlined)" if inlined else ""), c)
+        for consumer in sorted((n for n in p.downstream(stage) if n in p.stage_map), key=topo.__getitem__):
+            inlined = sched.of(consumer).compute()["kind"] == "compute_inline"
+            consumers.addItem(consumer + ("  (inlined)" if inlined else ""), consumer)
         consumers.blockSignals(False)
         self._fill_consumer_loops()
         self._suggest_split_names()

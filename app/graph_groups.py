@@ -91,10 +91,10 @@ def find_groups(p: Pipeline) -> Grouping:
     for i in p.inputs:  # weights read only inside one group live in it
         owners = {g.of.get(c) for c in p.graph.successors(i.name)}
         if i.weight and len(owners) == 1 and None not in owners:
-            gid = owners.pop()
-            assert gid is not None
-            g.inputs[gid].append(i.name)
-            g.of[i.name] = gid
+            owner = owners.pop()
+            assert owner is not None
+            g.inputs[owner].append(i.name)
+            g.of[i.name] = owner
     return g
 
 

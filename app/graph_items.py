@@ -145,10 +145,14 @@ class NodeItem(QGraphicsItem):
             row = QRectF(r.left(), y + k * line_h, r.width(), line_h)
             painter.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
 
+    def zoomed_out_line(self) -> str:
+        """The second line when zoomed out: where the stage is computed (an input has none)."""
+        return self.placement if self.kind != "input" else ""
+
     def _paint_name_only(self, painter: QPainter, lod: float, ink: QColor) -> None:
         """Name (and where the stage is computed), enlarged to stay legible, fitted to the box."""
         r = self.rect.adjusted(PAD, 3, -PAD, -3)
-        second = self.brief if self.kind == "group" else self.placement if self.kind != "input" else ""
+        second = self.zoomed_out_line()
         lines = [self.label] + ([second] if second else [])
         widest = max(self._fm_bold.horizontalAdvance(t) for t in lines) or 1.0
         grow = min(0.8 / lod, r.width() / widest, r.height() / len(lines) / self._fm_bold.height())
@@ -234,6 +238,9 @@ class GroupItem(NodeItem):
         super().__init__(gid, "group", subtitle, font, label=label)
         self.title = self._elide(label, self._fm_bold, NODE_W - 2 * PAD - 22)
         self.brief = subtitle.split(" · ")[0]  # '8 stages': the second line when zoomed out
+
+    def zoomed_out_line(self) -> str:
+        return self.brief
 
     def boundingRect(self) -> QRectF:  # noqa: N802  # Qt override
         return self.rect.adjusted(-2, -2, 2 + 2 * self.STACK, 2 + 2 * self.STACK)

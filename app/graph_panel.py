@@ -139,7 +139,7 @@ class GraphPanel(QWidget):
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         completer.activated.connect(self.find)
         self.find_edit.setCompleter(completer)
-        self.find_edit.returnPressed.connect(lambda: self.find(self.find_edit.text()))
+        self.find_edit.returnPressed.connect(lambda: self.find_stage(self.find_edit.text()))
         bar.addWidget(self.find_edit)
         self.find_status = QLabel()
         self.find_status.setStyleSheet("color: #c62828")
@@ -205,7 +205,7 @@ class GraphPanel(QWidget):
         self.find_edit.selectAll()
 
     @Slot(str)
-    def find(self, text: str) -> str | None:
-        found = self.view.find(text)
+    def find_stage(self, text: str) -> str | None:
+        found = self.view.find_stage(text)
         self.find_status.setText("" if found or not text.strip() else "no such stage")
         return found

@@ -124,8 +124,8 @@ class GraphView(QGraphicsView):
         for name in g.nodes:
             kind = g.nodes[name]["kind"]
             if kind == "group":
-                item: NodeItem = GroupItem(name, self.grouping.labels[name], self._group_subtitle(name), font)
-                self.groups[name] = item  # type: ignore[assignment]
+                group = self.groups[name] = GroupItem(name, self.grouping.labels[name], self._group_subtitle(name), font)
+                item: NodeItem = group
             else:  # inside an expanded group, names go without the group's prefix (the outline shows it)
                 label = self.grouping.short_name(name) if self.grouped else name
                 item = self.nodes[name] = NodeItem(name, kind, node_subtitle(p, name), font, label=label)
@@ -267,7 +267,7 @@ class GraphView(QGraphicsView):
         for (u, v), edge in self.edges.items():
             edge.set_hot(name is not None and name in (u, v))
 
-    def find(self, text: str) -> str | None:
+    def find_stage(self, text: str) -> str | None:
         """Select and centre the stage called `text` (else the first whose name contains it,
         ignoring case); returns its name, or None if none matches."""
         q = text.strip().lower()

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 import engine
@@ -96,10 +96,15 @@ def run_app(argv: list[str]) -> int:
     return _screenshot(app, window, args.screenshot, args.measure)
 
 
-def _screenshot(app: QApplication, window: MainWindow, path: str, wait_for_measurement: bool) -> int:
+def _screenshot(app: QCoreApplication, window: MainWindow, path: str, wait_for_measurement: bool) -> int:
     if wait_for_measurement and window.measure_service.busy:
         loop = QEventLoop()
-        window.measure_service.busy_changed.connect(lambda busy: busy or loop.quit())
+
+        def quit_when_idle(busy: bool) -> None:
+            if not busy:
+                loop.quit()
+
+        window.measure_service.busy_changed.connect(quit_when_idle)
         QTimer.singleShot(MEASURE_WAIT_MS, loop.quit)
         loop.exec()
     # Let layouts, docks and the chart settle before grabbing.

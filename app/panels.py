@@ -196,8 +196,9 @@ class StagesPanel(QWidget):
 
     def item_for(self, stage: str) -> QTreeWidgetItem | None:
         for i in range(self.tree.topLevelItemCount()):
-            if self.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole) == stage:
-                return self.tree.topLevelItem(i)
+            item = self.tree.topLevelItem(i)
+            if item is not None and item.data(0, Qt.ItemDataRole.UserRole) == stage:
+                return item
         return None
 
     def select(self, stage: str | None) -> None:

@@ -3,6 +3,7 @@ dropping a file on the window, and the unsaved-changes question on close."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ class ProjectController(QObject):
         self.recent_menu = QMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
 
-    def _action(self, text: str, slot, shortcut: str | QKeySequence, tip: str) -> QAction:  # noqa: ANN001
+    def _action(self, text: str, slot: Callable[[], object], shortcut: str | QKeySequence | QKeySequence.StandardKey, tip: str) -> QAction:
         a = QAction(text, self.w)
         a.setShortcut(QKeySequence(shortcut))
         a.setStatusTip(tip)
@@ -67,8 +68,8 @@ class ProjectController(QObject):
     def recent(self) -> list[str]:
         value = QSettings(*self.settings).value(RECENT_KEY, [])
         if isinstance(value, str):  # QSettings hands back a one-element list as a plain string
-            value = [value]
-        return [str(v) for v in value or []]
+            return [value]
+        return [str(v) for v in value] if isinstance(value, list) else []  # None: an empty list was stored
 
     def _add_recent(self, path: Path) -> None:
         self._set_recent([str(path)] + [p for p in self.recent() if p != str(path)])
@@ -86,9 +87,12 @@ class ProjectController(QObject):
         self.recent_menu.clear()
         items = [p for p in self.recent() if Path(p).exists()]
         for p in items:
-            self.recent_menu.addAction(Path(p).name, lambda p=p: self.open(Path(p))).setStatusTip(p)
+            self.recent_menu.addAction(Path(p).name, self._opener(Path(p))).setStatusTip(p)
         if not items:
             self.recent_menu.addAction("No recent projects").setEnabled(False)
+
+    def _opener(self, path: Path) -> Callable[[], object]:
+        return lambda: self.open(path)
 
     # --- saving -----------------------------------------------------------------------
     @Slot()

@@ -126,7 +126,7 @@ class ScheduleEditor(QWidget):
         inner = QVBoxLayout(content)
         inner.addWidget(self.placeholder)
         inner.addWidget(self.body, 1)
-        self.scroll = scroll = QScrollArea()
+        self.scroll_area = scroll = QScrollArea()  # not `scroll`: that would hide QWidget.scroll()
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -260,7 +260,7 @@ class ScheduleEditor(QWidget):
     @Slot()
     def _reveal_form(self) -> None:
         if self.form_box.isVisible():
-            self.scroll.ensureWidgetVisible(self.form_box, 0, 0)
+            self.scroll_area.ensureWidgetVisible(self.form_box, 0, 0)
 
     @Slot()
     def close_form(self) -> None:

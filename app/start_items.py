@@ -46,7 +46,8 @@ _Index = QModelIndex | QPersistentModelIndex
 
 def mix(a: QColor, b: QColor, t: float) -> QColor:
     """`t` of the way from a to b (theme-neutral tints: the palette decides both ends)."""
-    return QColor.fromRgbF(*(x + (y - x) * t for x, y in zip(a.getRgbF()[:3], b.getRgbF()[:3])))
+    # redF() & co., not getRgbF(): PySide6 types that as returning `object`.
+    return QColor.fromRgbF(*(x + (y - x) * t for x, y in ((a.redF(), b.redF()), (a.greenF(), b.greenF()), (a.blueF(), b.blueF()))))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ big pipelines, and is not needed for anything else)."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -43,10 +44,10 @@ class StmtLoader(QObject):
         self.latest, self.busy = key, True
         snap = Schedule.from_json(s.to_json())
         fut = self._pool.submit(lowered_stmt, p, snap)
-        fut.add_done_callback(lambda f, k=key: self._finished(k, f))
+        fut.add_done_callback(partial(self._finished, key))
         return key
 
-    def _finished(self, key: str, fut: Future) -> None:
+    def _finished(self, key: str, fut: Future[str]) -> None:
         try:
             text = fut.result()
         except Exception as exc:  # noqa: BLE001  # Halide's message is what the user needs to see

@@ -85,8 +85,8 @@ def test_find_selects_and_centres_a_stage(qtbot: QtBot, window: MainWindow) -> N
     assert window.stages.current_stage() == "conv2_pad"
     view = window.graph.view
     assert view.viewport().rect().contains(view.mapFromScene(view.nodes["conv2_pad"].scenePos()))
-    assert window.graph.find("bn1") == "bn1"  # an exact name wins over names containing it
-    assert window.graph.find("no_such_stage") is None
+    assert window.graph.find_stage("bn1") == "bn1"  # an exact name wins over names containing it
+    assert window.graph.find_stage("no_such_stage") is None
     assert window.graph.find_status.text() == "no such stage"
     assert window.stages.current_stage() == "bn1"
 

@@ -113,10 +113,10 @@ def test_selecting_or_finding_a_stage_inside_a_group_expands_it(qtbot: QtBot, pa
     assert hot and all(INSIDE in e for e in hot)
     view.select_stage(None)
     with qtbot.waitSignal(view.stage_selected) as sig:
-        assert panel.find("LAYER3_LAYER3_6_B") == "layer3_layer3_6_bn"  # part of a name, any case
+        assert panel.find_stage("LAYER3_LAYER3_6_B") == "layer3_layer3_6_bn"  # part of a name, any case
     assert sig.args == ["layer3_layer3_6_bn"] and "layer3/layer3.6" in view.expanded
     assert view.viewport().rect().contains(view.mapFromScene(view.nodes["layer3_layer3_6_bn"].scenePos()))
-    assert panel.find("no_such_stage") is None and panel.find_status.text() == "no such stage"
+    assert panel.find_stage("no_such_stage") is None and panel.find_status.text() == "no such stage"
 
 
 def test_collapsed_group_shows_its_stages_time(panel: GraphPanel) -> None:
