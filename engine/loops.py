@@ -46,6 +46,10 @@ class Loop:
     kind: str = "serial"
     parts: tuple[Part, ...] = ()
     rvar: bool = False  # derived from a reduction variable
+    # Its extent is a compile-time constant for Halide (a reduction loop, a split's inner
+    # loop, what is split or fused from those); a root stage's own dims are not: their
+    # bounds come from the output buffers at run time.
+    fixed: bool = False
 
 
 def initial_loops(stage: Stage, update: bool, extents: dict[str, int] | None = None) -> list[Loop]:
@@ -54,7 +58,7 @@ def initial_loops(stage: Stage, update: bool, extents: dict[str, int] | None = N
     ext = extents or {}
     loops = [Loop(d.name, ext.get(d.name, d.extent), parts=(Part(d.name, 1, ext.get(d.name, d.extent)),)) for d in stage.dims]
     if update:
-        loops += [Loop(r.name, r.extent, parts=(Part(r.name, 1, r.extent),), rvar=True) for r in stage.rdom]
+        loops += [Loop(r.name, r.extent, parts=(Part(r.name, 1, r.extent),), rvar=True, fixed=True) for r in stage.rdom]
     return loops
 
 
@@ -115,8 +119,9 @@ def split(loops: list[Loop], loop: str, outer: str, inner: str, factor: int) -> 
     inner = _new_name(loops, inner, replacing=loop)
     if outer == inner:
         raise LoopError(f"split needs two different names, got {outer!r} twice")
-    o = Loop(outer, max(1, math.ceil(old.extent / f)), "serial", tuple(Part(p.dim, p.stride * f, p.extent) for p in old.parts), old.rvar)
-    i = Loop(inner, f, "serial", tuple(Part(p.dim, p.stride, p.extent) for p in old.parts), old.rvar)
+    outer_parts = tuple(Part(p.dim, p.stride * f, p.extent) for p in old.parts)
+    o = Loop(outer, max(1, math.ceil(old.extent / f)), "serial", outer_parts, old.rvar, old.fixed)
+    i = Loop(inner, f, "serial", tuple(Part(p.dim, p.stride, p.extent) for p in old.parts), old.rvar, True)
     return loops[:k] + [o, i] + loops[k + 1 :]
 
 
@@ -141,7 +146,7 @@ def fuse(loops: list[Loop], inner: str, outer: str, fused: str) -> list[Loop]:
     if li.rvar != lo.rvar:
         raise LoopError("cannot fuse a reduction loop with a pure loop")
     name = _new_name([lp for lp in loops if lp.name not in (inner, outer)], fused)
-    f = Loop(name, li.extent * lo.extent, "serial", li.parts + lo.parts, li.rvar)
+    f = Loop(name, li.extent * lo.extent, "serial", li.parts + lo.parts, li.rvar, li.fixed and lo.fixed)
     return loops[:ko] + [f] + loops[ki + 1 :]
 
 

@@ -93,8 +93,8 @@ def check_directive(d: Any, update: bool = False) -> None:
         if typ is None:
             allowed = ", ".join([*SPEC[kind], *optional]) or "none"
             raise L.LoopError(f"unexpected argument {_short(arg)!r} (the arguments of {kind}: {allowed})")
-        if arg in optional and v is None:
-            continue
+        if v is None:
+            raise L.LoopError(f"argument {arg!r} is null: leave it out for the default")
         if not isinstance(v, typ) or isinstance(v, bool):
             raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {_short(v)}")
         if arg in NAME_ARGS and not str(v).isidentifier():
@@ -104,8 +104,10 @@ def check_directive(d: Any, update: bool = False) -> None:
     for arg in ("factor", "xf", "yf"):
         if d.get(arg) is not None:
             L.check_factor(d[arg], arg)
-    if d.get("tail") is not None and d["tail"] not in L.TAILS:
+    if "tail" in d and d["tail"] not in L.TAILS:
         raise L.LoopError(f"tail must be one of {L.TAILS}, got {_short(d['tail'])!r}")
+    if "tail" in d and kind in ("vectorize", "parallel", "unroll") and "factor" not in d:
+        raise L.LoopError(f"a tail strategy applies to a split: {kind} without a factor splits nothing")
 
 
 @dataclass
@@ -250,15 +252,31 @@ def definition_loops(
     directives = sched.of(stage).update if update else sched.of(stage).pure
     loops = L.initial_loops(s, update, extents)
     output = stage in p.outputs if as_output is None else as_output
+    at_root = extents is None and (output or sched.of(stage).compute()["kind"] == "compute_root")
     for k, d in enumerate(directives):
         try:
             check_directive(d, update)
             if output and extents is None:
                 _check_output_tail(loops, d, update)
+            if at_root:
+                _check_constant_extent(loops, d)
             loops = L.apply(loops, d)
         except L.LoopError as exc:
             raise ScheduleError(stage, str(exc), d if isinstance(d, dict) else {"kind": repr(d)}, k, update) from None
     return loops
+
+
+def _check_constant_extent(loops: list[L.Loop], d: dict[str, Any]) -> None:
+    """Halide vectorizes and unrolls only loops of constant extent; a root stage's own dims
+    are sized at run time (Halide's error would come only when compiling)."""
+    if d["kind"] not in ("vectorize", "unroll") or "factor" in d:
+        return
+    lp = next((x for x in loops if x.name == d["loop"]), None)
+    if lp is not None and not lp.fixed:
+        raise L.LoopError(
+            f"loop {lp.name!r} of a stage computed at root has a run-time extent, and Halide can only {d['kind']} "
+            f"loops of constant extent: give a factor ({d['kind']}({lp.name}, N)) or split it first"
+        )
 
 
 def _check_output_tail(loops: list[L.Loop], d: dict[str, Any], update: bool) -> None:
@@ -368,9 +386,12 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
         raise ScheduleError(s.name, "has no update definition (it is not a reduction)", ss.update[0], 0, True)
     if s.is_reduction:
         definition_loops(p, sched, s.name, True)
+    inlined = ss.compute()["kind"] == "compute_inline"
     for k, d in enumerate(ss.pure):
         if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
             _check_location(p, sched, s.name, d, k)
+        elif inlined:
+            raise ScheduleError(s.name, "the stage is inlined, so it has no loops to schedule: remove this or compute it somewhere", d, k)
 
 
 def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:

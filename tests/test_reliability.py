@@ -234,6 +234,11 @@ MALFORMED = [
     ("blur_y", {"pure": "compute_root"}, "expected"),
     ("blur_y", {"pure": [], "extra": []}, "unexpected key"),
     ("blur_x", {"pure": [{"kind": "store_at", "consumer": "blur_y", "loop": "y"}]}, "storage must enclose"),
+    ("blur_y", {"pure": [{"kind": "vectorize", "loop": "x", "factor": 16, "tail": None}]}, "is null"),
+    ("blur_y", {"pure": [{"kind": "parallel", "loop": "y", "tail": "guard_with_if"}]}, "splits nothing"),
+    ("blur_x", {"pure": [{"kind": "vectorize", "loop": "x"}, {"kind": "compute_inline"}]}, "no loops to schedule"),
+    ("blur_x", {"pure": [{"kind": "unroll", "loop": "y"}]}, "constant extent"),
+    ("blur_y", {"pure": [{"kind": "vectorize", "loop": "x"}]}, "constant extent"),
 ]
 
 
