@@ -260,6 +260,7 @@ class Database:
         return m
 
     def measurements(self, pipeline_hash: str | None = None) -> Iterator[Measurement]:
+        args: tuple[str, ...]
         q, args = "SELECT json FROM measurements", ()
         if pipeline_hash:
             q, args = q + " WHERE pipeline_hash=?", (pipeline_hash,)
@@ -267,6 +268,7 @@ class Database:
             yield Measurement.from_json(json.loads(body))
 
     def failures(self, pipeline_hash: str | None = None) -> list[dict[str, Any]]:
+        args: tuple[str, ...]
         q, args = "SELECT pipeline_hash, schedule_hash, kind, message, created FROM failures", ()
         if pipeline_hash:
             q, args = q + " WHERE pipeline_hash=?", (pipeline_hash,)
