@@ -44,7 +44,7 @@ def _one(model: str) -> dict[str, float]:
         return wrapper
 
     F.import_onnx = timed("import", F.import_onnx)
-    GraphPanel.show_document = timed("graph", GraphPanel.show_document)  # type: ignore[method-assign]
+    GraphPanel.show_document = timed("graph", GraphPanel.show_document)  # type: ignore[method-assign]  # a timing wrapper, this process only
     app = QApplication.instance() or QApplication([])
     w = MainWindow(size="full", persist_layout=False, ask_to_save=False)
     w.set_auto_measure(False)

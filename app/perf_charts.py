@@ -5,6 +5,7 @@ baselines as reference lines. Clicking a point of the history asks to go back to
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -126,9 +127,9 @@ class StageBars(Chart):
     ) -> None:
         self._args = (stages, predicted, measured, label)
         self.item.clear()
-        series = [(label, predicted, PREDICTED_COLOR, -0.19), ("measured", measured, MEASURED_COLOR, 0.19)]
-        series = [s for s in series if s[1] and sum(s[1].values()) > 0]
-        self.shown = {name: dict(values) for name, values, _c, _o in series}  # type: ignore[arg-type]
+        candidates = [(label, predicted, PREDICTED_COLOR, -0.19), ("measured", measured, MEASURED_COLOR, 0.19)]
+        series = [(name, values, color, offset) for name, values, color, offset in candidates if values and sum(values.values()) > 0]
+        self.shown = {name: dict(values) for name, values, _c, _o in series}
         if not series:
             self.show_message("Per-stage times appear here: the prediction after opening, the measurement after Measure.")
             return
@@ -138,13 +139,11 @@ class StageBars(Chart):
         fits = self._fitted = self._rows_that_fit()
         if n_all > fits:
             key = series[-1][1]
-            assert key is not None
             stages = sorted(stages, key=lambda s: -key.get(s, 0.0))[:fits]
         ys = list(range(len(stages)))
         height = 0.36 if len(series) == 2 else 0.6
-        top = max(max(100 * v / sum(vals.values()) for v in vals.values()) for _n, vals, _c, _o in series)  # type: ignore[union-attr]
+        top = max(max(100 * v / sum(vals.values()) for v in vals.values()) for _n, vals, _c, _o in series)
         for name, values, color, offset in series:
-            assert values is not None
             total = sum(values.values())
             shares = [100 * values.get(s, 0.0) / total for s in stages]
             y = [v + (offset if len(series) == 2 else 0) for v in ys]
@@ -157,9 +156,9 @@ class StageBars(Chart):
             for yy, share, s in zip(y, shares, stages):
                 ms = values.get(s)
                 if ms:
-                    label = pg.TextItem(f"{ms:.3g} ms", color=ink, anchor=(0, 0.5))
-                    label.setPos(share + top * 0.02, yy)
-                    self.item.addItem(label)
+                    ms_label = pg.TextItem(f"{ms:.3g} ms", color=ink, anchor=(0, 0.5))
+                    ms_label.setPos(share + top * 0.02, yy)
+                    self.item.addItem(ms_label)
         self.item.getAxis("left").setTicks([list(zip(ys, stages))])
         self.item.setYRange(-0.6, len(stages) - 0.4, padding=0.02)
         self.item.setXRange(0, min(100.0, top) * 1.35, padding=0)
@@ -189,12 +188,16 @@ class HistoryPlot(Chart):
         if self._args is not None:
             self.show_history(*self._args)
 
+    def _on_points_clicked(self, _item: object, points: Any, _event: object) -> None:
+        if len(points) > 0:  # points: a numpy array of pyqtgraph's SpotItems under the click, topmost first
+            self.variant_clicked.emit(int(points[0].data()))
+
     def show_history(self, variants: list[Variant], current: int | None, baselines: dict[str, float]) -> None:
         self._args = (list(variants), current, dict(baselines))
         self.item.clear()
         pred = [(v.number, v.predicted_ms) for v in variants if v.predicted_ms and v.predicted_ms > 0]
         meas = [(v.number, v.measured_ms) for v in variants if v.measured_ms and v.measured_ms > 0]
-        self.points = {"predicted": pred, "measured": meas}  # type: ignore[dict-item]
+        self.points = {"predicted": pred, "measured": meas}
         if not pred and not meas:
             self.show_message("Each schedule you try appears here, predicted and measured.")
             return
@@ -210,7 +213,7 @@ class HistoryPlot(Chart):
                 brush=pg.mkBrush(color if filled else self.palette().color(QPalette.ColorRole.Base)), hoverable=True,
                 tip=lambda x, y, data: f"variant {data}: {labels.get(data, '')}\n{10**y:.4g} ms {name}",
             )  # fmt: skip
-            spots.sigClicked.connect(lambda _item, points, _ev: points and self.variant_clicked.emit(int(points[0].data())))
+            spots.sigClicked.connect(self._on_points_clicked)
             self.item.addItem(spots)
 
         if pred:

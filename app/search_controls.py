@@ -29,8 +29,9 @@ def describe(name: str) -> str:
     fn = STRATEGIES.get(name)
     if fn is None:
         return ""
-    if getattr(fn, "description", None):
-        return str(fn.description)  # type: ignore[attr-defined]
+    description = getattr(fn, "description", None)  # optional: not part of the strategy signature
+    if description:
+        return str(description)
     own = _first_sentence(fn.__doc__)
     if own and "module doc" not in (fn.__doc__ or "") and len(own) <= MAX_LINE:
         return own

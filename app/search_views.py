@@ -159,7 +159,9 @@ class CandidateTable(QTableWidget):
         super().__init__(0, len(self.HEADERS), parent)
         self.setHorizontalHeaderLabels(list(self.HEADERS))
         for col, tip in enumerate(self.TIPS):
-            self.horizontalHeaderItem(col).setToolTip(tip)
+            header_item = self.horizontalHeaderItem(col)
+            assert header_item is not None  # setHorizontalHeaderLabels made one per column
+            header_item.setToolTip(tip)
         self.setToolTip("Measured candidates: click a header to sort; double-click a row (or select it and press Apply) to use it")
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -193,17 +195,17 @@ class CandidateTable(QTableWidget):
             ("✔" if t.verified else "✘", int(t.verified)),
             ("–", 0.0),
         ]
-        for col, (text, key) in enumerate(cells):
-            item = _Item(text)
+        items = [_Item(text) for text, _key in cells]
+        for col, (item, (_text, key)) in enumerate(zip(items, cells)):
             item.setData(SORT_ROLE, key)
             if col != 2 or t.verified:  # numbers right-aligned; an error message reads from the left
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.setItem(row, col, item)
-        self.item(row, 0).setData(TRIAL_ROLE, t.index)
+        items[0].setData(TRIAL_ROLE, t.index)
         if not t.verified:
             for col in (2, 3):
-                self.item(row, col).setForeground(QBrush(QColor(ERROR_COLOR)))
-            self.item(row, 2).setToolTip(t.error or "failed")
+                items[col].setForeground(QBrush(QColor(ERROR_COLOR)))
+            items[2].setToolTip(t.error or "failed")
         self.restyle()
 
     def set_reference(self, ms: float | None) -> None:
@@ -211,15 +213,21 @@ class CandidateTable(QTableWidget):
         self.restyle()
 
     def best_index(self) -> int | None:
-        ok = [t for t in self.trials.values() if t.verified and t.measured_ms is not None]
-        return min(ok, key=lambda t: t.measured_ms).index if ok else None  # type: ignore[arg-type,return-value]
+        ok = [(t.measured_ms, t.index) for t in self.trials.values() if t.verified and t.measured_ms is not None]
+        return min(ok, key=lambda ms_index: ms_index[0])[1] if ok else None
+
+    def cell(self, row: int, col: int) -> QTableWidgetItem:
+        """The item at (row, col): add_trial fills every cell of its row."""
+        item = self.item(row, col)
+        assert item is not None, (row, col)
+        return item
 
     def row_of(self, index: int) -> int:
-        return next(r for r in range(self.rowCount()) if self.item(r, 0).data(TRIAL_ROLE) == index)
+        return next(r for r in range(self.rowCount()) if self.cell(r, 0).data(TRIAL_ROLE) == index)
 
     def selected_trial(self) -> Trial | None:
         rows = self.selectionModel().selectedRows()
-        return self.trials.get(self.item(rows[0].row(), 0).data(TRIAL_ROLE)) if rows else None
+        return self.trials.get(self.cell(rows[0].row(), 0).data(TRIAL_ROLE)) if rows else None
 
     def restyle(self) -> None:
         """Speedups against the reference, and the best row's highlight."""
@@ -228,14 +236,14 @@ class CandidateTable(QTableWidget):
         tint = QColor(OK_COLOR)
         tint.setAlpha(55)
         for r in range(self.rowCount()):
-            t = self.trials[self.item(r, 0).data(TRIAL_ROLE)]
+            t = self.trials[self.cell(r, 0).data(TRIAL_ROLE)]
             x = self.reference_ms / t.measured_ms if self.reference_ms and t.verified and t.measured_ms else None
-            speed = self.item(r, 4)
+            speed = self.cell(r, 4)
             speed.setText("–" if x is None else f"{x:.2f}×")
             speed.setData(SORT_ROLE, x or 0.0)
             is_best = t.index == best
             for c in range(self.columnCount()):
-                item = self.item(r, c)
+                item = self.cell(r, c)
                 font = QFont(item.font())
                 font.setBold(is_best)
                 item.setFont(font)
