@@ -413,6 +413,51 @@ def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
                 d,
                 ss.pure.index(d),
             )
+    _check_store_race(p, sched, stage)
+
+
+def enclosing_loops(p: Pipeline, sched: Schedule, consumer: str, loop: str) -> list[tuple[str, L.Loop]]:
+    """The loops around a stage computed at `consumer`.`loop`, outermost first, following the
+    consumer's own compute_at chain up to the root."""
+    out: list[tuple[str, L.Loop]] = []
+    seen: set[str] = set()
+    while consumer not in seen:
+        seen.add(consumer)
+        loops = final_loops(p, sched, consumer)
+        names = [lp.name for lp in loops]
+        if loop not in names:
+            break
+        out = [(consumer, lp) for lp in loops[: names.index(loop) + 1]] + out
+        d = sched.of(consumer).compute()
+        if d["kind"] != "compute_at":
+            break
+        consumer, loop = d["consumer"], d["loop"]
+    return out
+
+
+def _check_store_race(p: Pipeline, sched: Schedule, stage: str) -> None:
+    """Storage outside a parallel or vectorized loop that the computation is inside would be
+    shared by the loop's iterations: a race, which Halide refuses when compiling."""
+    ss = sched.of(stage)
+    compute, store = ss.compute(), ss.store()
+    if store is None or compute["kind"] != "compute_at":
+        return
+    chain = enclosing_loops(p, sched, compute["consumer"], compute["loop"])
+    start = 0
+    if store["kind"] == "store_at":
+        at = [k for k, (st, lp) in enumerate(chain) if st == store["consumer"] and lp.name == store["loop"]]
+        if not at:
+            return  # _check_location reports a store that does not enclose the computation
+        start = at[0] + 1
+    for st, lp in chain[start:]:
+        if lp.kind in ("parallel", "vectorized"):
+            raise ScheduleError(
+                stage,
+                f"it is stored outside the {lp.kind} loop {st}.{lp.name} but computed inside it, so the loop's "
+                "iterations would share its buffer (a race): store it inside that loop or compute it outside",
+                store,
+                ss.pure.index(store),
+            )
 
 
 def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any], k: int) -> None:

@@ -325,3 +325,15 @@ def test_a_killed_cli_leaves_no_worker_behind(tmp_path: Path) -> None:
     finally:
         if cli.poll() is None:
             cli.kill()
+
+
+def test_storage_shared_across_parallel_iterations_is_refused() -> None:
+    p = _blur()
+    at = {"kind": "compute_at", "consumer": "blur_y", "loop": "x"}
+    race = {"blur_x": {"pure": [{"kind": "store_root"}, at]}, "blur_y": {"pure": [{"kind": "parallel", "loop": "y"}]}}
+    with pytest.raises(ScheduleError, match="race") as exc:
+        validate(p, Schedule.from_json({"stages": race}))
+    assert exc.value.stage == "blur_x" and exc.value.directive == {"kind": "store_root"}
+    inside = {"blur_x": {"pure": [{"kind": "store_at", "consumer": "blur_y", "loop": "y"}, at]}, "blur_y": race["blur_y"]}
+    validate(p, Schedule.from_json({"stages": inside}))  # stored per parallel iteration: no race
+    assert "produce blur_x" in isolated.lowered_stmt(p, Schedule.from_json({"stages": inside}))
