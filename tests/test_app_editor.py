@@ -77,12 +77,17 @@ def test_invalid_edit_shows_the_engine_message_and_changes_nothing(window: MainW
     window.editor.form.set_kind("unroll")
     window.editor.form.combo("loop").setCurrentIndex(window.editor.form.combo("loop").findData("y"))
     window.editor.form.spin("mfactor").setValue(0)
+    before = doc.schedule_hash
+    window.editor.form.apply_button.click()  # a root stage's dims have run-time extents: Halide cannot unroll them whole
+    assert "constant extent" in window.editor.error.text()
+    assert doc.schedule_hash == before
+    window.editor.form.spin("mfactor").setValue(4)
     window.editor.form.apply_button.click()
     assert window.editor.error.isHidden()
     before = doc.schedule_hash
     window.editor.begin_add()
     window.editor.form.set_kind("vectorize")
-    window.editor.form.combo("loop").setCurrentIndex(window.editor.form.combo("loop").findData("y"))  # already unrolled
+    window.editor.form.combo("loop").setCurrentIndex(window.editor.form.combo("loop").findData("y_u"))  # already unrolled
     window.editor.form.apply_button.click()
     assert "already unrolled" in window.editor.error.text()
     assert doc.schedule_hash == before
