@@ -242,34 +242,39 @@ def substitute_vars(e: Expr, mapping: dict[str, Expr]) -> Expr:
     return rebuild(e, lambda n: mapping.get(n.name) if isinstance(n, Var) else None)
 
 
+def own_flops(e: Expr) -> int:
+    """Floating-point operations of the node `e` itself, without its operands."""
+    if isinstance(e, BinOp):
+        return 0 if e.op in COMPARE_OPS else 1
+    if isinstance(e, Call):
+        return FN_FLOPS.get(e.fn, 1)
+    return 1 if isinstance(e, Select) else 0
+
+
 def flops(e: Expr) -> int:
     """Floating-point operations to evaluate `e` once; index arithmetic is not counted."""
     if isinstance(e, (Const, Var, Access)):
         return 0
-    own = 0
-    if isinstance(e, BinOp):
-        own = 0 if e.op in COMPARE_OPS else 1
-    elif isinstance(e, Call):
-        own = FN_FLOPS.get(e.fn, 1)
-    elif isinstance(e, Select):
-        own = 1
-    return own + sum(flops(c) for c in children(e))
+    return own_flops(e) + sum(flops(c) for c in children(e))
 
 
 # --- Interval arithmetic (footprints) -------------------------------------------------
 Interval = tuple[float, float]
 
 
-def bounds(e: Expr, ranges: dict[str, Interval]) -> Interval | None:
+def bounds(e: Expr, ranges: dict[str, Interval | None], access: Callable[[Access, dict], Interval | None] | None = None) -> Interval | None:
     """Inclusive interval of an integer index expression given variable ranges.
 
-    Returns None where the value depends on data (an access inside an index)."""
+    Returns None where the value depends on data (an access inside an index). `access`,
+    when given, bounds an access instead (the loop-nest model bounds an inlined stage's
+    definition there); evaluation is bottom-up and the same at every node, so bounding a
+    variable by the interval of an expression equals bounding that expression in its place."""
     if isinstance(e, Const):
         return (e.value, e.value)
     if isinstance(e, Var):
         return ranges.get(e.name)
     if isinstance(e, BinOp):
-        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
+        a, b = bounds(e.a, ranges, access), bounds(e.b, ranges, access)
         if a is None or b is None:
             return None
         if e.op == "+":
@@ -289,10 +294,54 @@ def bounds(e: Expr, ranges: dict[str, Interval]) -> Interval | None:
             return (max(a[0], b[0]), max(a[1], b[1]))
         return None
     if isinstance(e, Select):
-        a, b = bounds(e.then, ranges), bounds(e.other, ranges)
+        a, b = bounds(e.then, ranges, access), bounds(e.other, ranges, access)
         if a is None or b is None:
             return None
         return (min(a[0], b[0]), max(a[1], b[1]))
+    if access is not None and isinstance(e, Access):
+        return access(e, ranges)
+    return None
+
+
+Affine = tuple[dict[str, int], int]  # ({var: coefficient}, constant)
+Leaf = tuple[Number | None, Affine | None]  # (constant value or None, affine form or None)
+
+
+def _const_value(e: Expr, leaf: Callable[[Expr], Leaf] | None) -> Number | None:
+    if isinstance(e, Const):
+        return e.value
+    if leaf is not None and isinstance(e, (Var, Access)):
+        return leaf(e)[0]
+    return None
+
+
+def affine(e: Expr, leaf: Callable[[Expr], Leaf] | None = None) -> Affine | None:
+    """`e` as ({var: coefficient}, constant), or None when it is not affine.
+
+    `leaf`, when given, stands for what replaces each variable and access (the loop-nest
+    model substitutes inlined stages): (its value when it is a constant, else None; its
+    affine form). The rules are the same as on the substituted expression itself."""
+    if isinstance(e, Const):
+        return ({}, e.value) if isinstance(e.value, int) else None
+    if leaf is not None and isinstance(e, (Var, Access)):
+        return leaf(e)[1]
+    if isinstance(e, Var):
+        return {e.name: 1}, 0
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = affine(e.a, leaf), affine(e.b, leaf)
+        if a is None or b is None:
+            return None
+        s = 1 if e.op == "+" else -1
+        co = dict(a[0])
+        for v, c in b[0].items():
+            co[v] = co.get(v, 0) + s * c
+        return {v: c for v, c in co.items() if c}, a[1] + s * b[1]
+    if isinstance(e, BinOp) and e.op == "*":
+        for k, o in ((e.a, e.b), (e.b, e.a)):
+            kv = _const_value(k, leaf)
+            if isinstance(kv, int):
+                t = affine(o, leaf)
+                return None if t is None else ({v: c * kv for v, c in t[0].items() if c * kv}, t[1] * kv)
     return None
 
 
