@@ -8,13 +8,17 @@ renders as pseudo-code. The GUI, the features and the teaching views all read th
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Generic, TypeVar
 
 from . import expr as E
 from . import loops as L
-from .ir import Pipeline, access_box
+from .ir import Pipeline
 from .schedule import Schedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
@@ -59,8 +63,21 @@ class LoopNest:
     pipeline: Pipeline
     schedule: Schedule
     placements: dict[str, Placement]
-    roots: list[Node]
-    computed_at: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (consumer, loop) -> producers
+    context: _Nest = field(repr=False, compare=False)
+
+    @cached_property
+    def computed_at(self) -> dict[tuple[str, str], list[str]]:
+        """(consumer, loop) -> the producers computed at that loop, in topological order."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for n in _topo(self.pipeline):
+            if self.placements[n].compute == "at":
+                out.setdefault(self.placements[n].at, []).append(n)  # type: ignore[arg-type]
+        return out
+
+    @cached_property
+    def roots(self) -> list[Node]:
+        """The pseudo-code tree (built on first use: features and predictions never read it)."""
+        return [_produce(self, n) for n in _topo(self.pipeline) if self.placements[n].compute == "root"]
 
     def render(self) -> str:
         return self.render_with_spans()[0]
@@ -92,30 +109,71 @@ class LoopNest:
         """Extent per dim of `producer` read by `consumer` (through inlined stages) per
         iteration of the consumer's innermost loop, or per realization of the consumer."""
         last = len(self.placements[consumer].loops) - 1
-        return _region_needed(self.pipeline, self.placements, producer, consumer, last if per == "iteration" else -1)
+        return self.context.region_needed(producer, consumer, last if per == "iteration" else -1)
 
     def effective(self, e: E.Expr) -> E.Expr:
-        """`e` with this schedule's inlined stages substituted."""
-        return _effective(self.pipeline, self.placements, e)
+        """`e` with this schedule's inlined stages substituted (a new tree: for display; the
+        quantities below are computed without building it)."""
+        return substitute_inlined(self.pipeline, lambda name: name in self.context.inlined, e)
 
     def effective_sources(self, stage: str) -> list[str]:
-        """Inputs and non-inlined stages that `stage` reads once inlined stages are substituted."""
+        """Inputs and non-inlined stages that `stage` reads once inlined stages are substituted,
+        in the order of first use."""
         s = self.pipeline.stage(stage)
-        seen: dict[str, None] = {}
-        for ex in s.exprs():
-            for a in E.accesses(_effective(self.pipeline, self.placements, ex)):
-                seen.setdefault(a.source, None)
-        return list(seen)
+        seq = _dedupe(t for ex in s.exprs() for t in self.context.lin(ex).seq)
+        return [name for kind, name in seq if kind == "s"]
+
+    def effective_flops(self, e: E.Expr) -> int:
+        """`E.flops` of `e` (an expression of one of the pipeline's stages) with the inlined
+        stages substituted."""
+        return self.context.lin(e).flops
+
+    def effective_access_counts(self, e: E.Expr, keep: str | None = None) -> dict[str, int]:
+        """Accesses per source in `e` with the inlined stages, except `keep`, substituted."""
+        return dict(self.context.lin(e, keep).counts)
+
+    def effective_accesses(self, e: E.Expr) -> dict[tuple[str, tuple[IndexForm, ...]], int]:
+        """The accesses of `e` with the inlined stages substituted, counted per (source, the
+        form of each of its indices): what `E.accesses` of the substituted tree would list."""
+        return self.context.access_forms(e)
+
+    def inline_closure(self, stage: str) -> frozenset[str]:
+        """The inlined stages substituted into `stage`'s definitions (those it reads through
+        a chain of inlined stages): with the pipeline, they fix its effective expressions."""
+        return self.context.closure[stage]
+
+    def stage_key(self, stage: str) -> Hashable:
+        """A key that is equal for two nests of the same pipeline when everything this model
+        says about `stage` is: its placement and loops (with those of the stages it is
+        computed inside), the inlined stages substituted into it, the stages computed at its
+        loops and the buffers stored there; for an inlined stage, the points of the stages it
+        is inlined into. Features cache their rows by it."""
+        return self.context.stage_key(stage)
+
+
+@dataclass(frozen=True)
+class IndexForm:
+    """One index of an access once inlined stages are substituted: its value when it is a
+    constant (else None), its affine form (`E.affine`, frozen: ((var, coefficient), ...),
+    constant) or None, and the variables it uses."""
+
+    const: tuple[E.Number] | None
+    affine: tuple[tuple[tuple[str, int], ...], int] | None
+    variables: frozenset[str]
+
+    def coefficient(self, var: str | None) -> int | None:
+        """The coefficient of `var` in the affine form (None when not affine or absent)."""
+        if self.affine is None:
+            return None
+        return dict(self.affine[0]).get(var)  # type: ignore[arg-type]
+
+    def leaf(self) -> E.Leaf:
+        return (self.const[0] if self.const else None), (None if self.affine is None else (dict(self.affine[0]), self.affine[1]))
 
 
 def build(p: Pipeline, sched: Schedule) -> LoopNest:
-    pl = placements(p, sched)
-    nest = LoopNest(p, sched, pl, [])
-    for n in _topo(p):  # producers computed at each (consumer, loop), in order: one pass, not one per loop
-        if pl[n].compute == "at":
-            nest.computed_at.setdefault(pl[n].at, []).append(n)  # type: ignore[arg-type]
-    nest.roots = [_produce(nest, n) for n in _topo(p) if pl[n].compute == "root"]
-    return nest
+    ctx = _Nest(p, sched, True, None)
+    return LoopNest(p, sched, ctx.pl, ctx)
 
 
 def placements(p: Pipeline, sched: Schedule, check: bool = True, only: frozenset[str] | None = None) -> dict[str, Placement]:
@@ -123,47 +181,7 @@ def placements(p: Pipeline, sched: Schedule, check: bool = True, only: frozenset
     validation, for a caller that has just validated the schedule itself. `only`: loops and
     regions for these stages alone (a stage's depend on its consumers' only: pass a set
     closed under consumers), the others get their kind of placement."""
-    if check:
-        validate(p, sched)
-    pl: dict[str, Placement] = {}
-    for s in p.stages:
-        c = sched.of(s.name).compute()
-        st = sched.of(s.name).store()
-        kind = {"compute_inline": "inline", "compute_root": "root", "compute_at": "at"}[c["kind"]]
-        pl[s.name] = Placement(
-            s.name, kind, (c["consumer"], c["loop"]) if kind == "at" else None,
-            (st["consumer"], st["loop"]) if st and st["kind"] == "store_at" else None,
-        )  # fmt: skip
-    for s in p.stages:  # who absorbs each inlined stage
-        for prod in p.producers(s.name):
-            if pl[prod].compute == "inline":
-                pl[prod].inlined_into.append(s.name)
-    # Consumers before producers: a compute_at region depends on the consumer's loops.
-    for name in reversed(_topo(p)):
-        if only is not None and name not in only:
-            continue
-        place = pl[name]
-        s = p.stage(name)
-        if place.compute == "root":
-            place.region, place.realizations = s.shape, 1
-        elif place.compute == "at":
-            cons, loop = place.at  # type: ignore[misc]
-            idx = [lp.name for lp in pl[cons].loops].index(loop)
-            place.region = _region_needed(p, pl, name, cons, idx)
-            place.realizations = pl[cons].realizations * math.prod(lp.extent for lp in pl[cons].loops[: idx + 1])
-        else:
-            continue
-        ext = {d.name: e for d, e in zip(s.dims, place.region)}
-        place.pure_loops = definition_loops(p, sched, name, False, ext)
-        place.loops = definition_loops(p, sched, name, True, ext) if s.is_reduction else place.pure_loops
-        place.allocation = place.region
-        if sched.of(name).store() == {"kind": "store_root"}:
-            place.allocation = s.shape
-        elif place.store is not None:
-            cons, loop = place.store
-            idx = [lp.name for lp in pl[cons].loops].index(loop)
-            place.allocation = _region_needed(p, pl, name, cons, idx)
-    return pl
+    return _Nest(p, sched, check, only).pl
 
 
 def _topo(p: Pipeline) -> list[str]:
@@ -182,43 +200,531 @@ def substitute_inlined(p: Pipeline, is_inlined: Callable[[str], bool], e: E.Expr
     return E.rebuild(e, sub)
 
 
-def _effective(p: Pipeline, pl: dict[str, Placement], e: E.Expr) -> E.Expr:
-    return substitute_inlined(p, lambda name: name in pl and pl[name].compute == "inline", e)
+# --- caches ------------------------------------------------------------------------------
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
 
 
-def _region_needed(p: Pipeline, pl: dict[str, Placement], producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
-    """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once:
-    by the consumer itself (through inlined stages) and by any stage computed at one of
-    those loops that reads the producer (whose own need is found the same way)."""
-    cs = p.stage(consumer)
-    inner = pl[consumer].loops[loop_idx + 1 :]  # loop_idx -1: all of one realization
-    full = {d.name: e for d, e in zip(cs.dims, pl[consumer].region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
-    span = dict.fromkeys(full, 1)
-    for lp in inner:
-        for part in lp.parts:
-            span[part.dim] += (lp.extent - 1) * part.stride
-    shape = p.shape_of(producer)
-    boxes = [_box(p, pl, consumer, producer, {k: (0, min(span[k], full[k]) - 1) for k in full}, shape)]
-    names = [lp.name for lp in pl[consumer].loops]
-    downstream = p.downstream(producer)
-    for d, dpl in pl.items():
-        if d not in downstream or dpl.compute != "at" or dpl.at[0] != consumer or names.index(dpl.at[1]) < loop_idx:  # type: ignore[index]
-            continue
-        ds = p.stage(d)
-        ext = _region_needed(p, pl, d, consumer, loop_idx)
-        ranges = {dim.name: (0, e - 1) for dim, e in zip(ds.dims, ext)} | {r.name: (0, r.extent - 1) for r in ds.rdom}
-        boxes.append(_box(p, pl, d, producer, ranges, shape))
-    boxes = [b for b in boxes if b]
-    if not boxes:  # read only through stages placed elsewhere: assume all of it
-        return shape
-    return tuple(max(b[k][1] for b in boxes) - min(b[k][0] for b in boxes) + 1 for k in range(len(shape)))
+class LRU(Generic[K, V]):
+    """A dict of at most `maxsize` entries that drops the least recently used one first."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._d: OrderedDict[K, V] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key: K) -> V | None:
+        v = self._d.get(key)
+        if v is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        try:
+            self._d.move_to_end(key)
+        except KeyError:  # dropped by another thread in between: still a valid answer
+            pass
+        return v
+
+    def put(self, key: K, value: V) -> V:
+        self._d[key] = value
+        while len(self._d) > self.maxsize:
+            try:
+                self._d.popitem(last=False)
+            except KeyError:
+                break
+        return value
+
+    def __len__(self) -> int:
+        return len(self._d)
 
 
-def _box(p: Pipeline, pl: dict[str, Placement], stage: str, source: str, ranges: dict, shape: tuple[int, ...]) -> tuple:
-    s = p.stage(stage)
-    upd = _effective(p, pl, s.update) if s.update is not None else None
-    eff = type(s)(s.name, s.dims, _effective(p, pl, s.value), s.rdom, upd, s.reduce)
-    return access_box(eff, source, ranges, shape)
+_CACHES = "_derived_caches"
+
+
+def pipeline_cache(p: Pipeline, name: str, make: Callable[[], T]) -> T:
+    """The cache `name` of pipeline `p`, made by `make()` on first use. It is kept on the
+    pipeline object (a pipeline never changes after construction), so it lives and dies
+    with it; each cache caps its own size."""
+    store = p.__dict__.setdefault(_CACHES, {})
+    c = store.get(name)
+    if c is None:
+        c = store.setdefault(name, make())
+    return c
+
+
+def clear_caches(p: Pipeline) -> None:
+    """Forget everything the loop-nest model and the features cached for `p`."""
+    p.__dict__.pop(_CACHES, None)
+
+
+def cache_stats(p: Pipeline) -> dict[str, dict[str, int]]:
+    """Per cache of `p` (loop nest and features): entries, hits and misses so far."""
+    out: dict[str, dict[str, int]] = {}
+    for owner, c in p.__dict__.get(_CACHES, {}).items():
+        for name, v in vars(c).items():
+            if isinstance(v, LRU):
+                out[f"{owner}.{name}"] = {"entries": len(v), "hits": v.hits, "misses": v.misses}
+    return out
+
+
+# Entries per pipeline. A placement is ~1 KB, a region ~100 B, an expression summary ~1 KB.
+PLACEMENT_CACHE = 20_000
+REGION_CACHE = 100_000
+EXPR_CACHE = 20_000
+_NONE = ()  # a cached "nothing" (LRU.get returns None for a miss)
+
+
+class _Caches:
+    """Per pipeline: what the model derives from the pipeline alone, and memos keyed by
+    exactly what each value depends on (stage names, directives, inline closures, ranges)."""
+
+    def __init__(self, p: Pipeline) -> None:
+        self.placements: LRU[tuple, tuple] = LRU(PLACEMENT_CACHE)  # context -> (id, fields)
+        self.hulls: LRU[tuple, tuple] = LRU(REGION_CACHE)  # (stage, source, ranges, closure) -> (lo, hi)
+        self.lin: LRU[tuple, _Lin] = LRU(EXPR_CACHE)  # (expression, closure) -> summary
+        self.forms: LRU[tuple, IndexForm] = LRU(EXPR_CACHE)  # (stage, index forms, closure) -> form of its value
+        self.accesses: LRU[tuple, dict] = LRU(EXPR_CACHE)  # (expression, index forms, closure) -> access forms
+        self.ids = itertools.count()
+        self.producers = {s.name: tuple(p.producers(s.name)) for s in p.stages}
+        self.consumers = {s.name: tuple(c for c in p.consumers(s.name) if c in p.stage_map) for s in p.stages}
+        self.dims = {s.name: tuple(d.name for d in s.dims) for s in p.stages}
+        self.vars = {s.name: tuple(d.name for d in s.dims + s.rdom) for s in p.stages}
+        # Expressions the memos may key by identity: the stages' own (alive with the pipeline).
+        self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
+        self._skeleton: dict[int, tuple[E.Access, ...]] = {}
+
+    def skeleton(self, e: E.Expr) -> tuple[E.Access, ...]:
+        """The accesses of `e` that are not inside another access, in walk order (`e` is a
+        part of a stage's expression, alive with the pipeline)."""
+        k = id(e)
+        out = self._skeleton.get(k)
+        if out is None:
+            found: list[E.Access] = []
+            stack = [e]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, E.Access):
+                    found.append(n)
+                else:
+                    stack.extend(reversed(E.children(n)))
+            out = self._skeleton[k] = tuple(found)
+        return out
+
+    def new_id(self) -> int:
+        return next(self.ids)
+
+
+@dataclass(frozen=True)
+class _Lin:
+    """What an expression with inlined stages substituted adds up to, composed stage by
+    stage instead of built: FLOPs, occurrences of each variable outside any access (where
+    a substituted index's own FLOPs count) and anywhere, accesses per source, and sources
+    ("s", name) and variables ("v", name) in the order a walk of the tree first meets them."""
+
+    flops: int
+    free: dict[str, int]
+    occ: dict[str, int]
+    counts: dict[str, int]
+    seq: tuple[tuple[str, str], ...]
+
+
+_ZERO = _Lin(0, {}, {}, {}, ())
+
+
+def _dedupe(items: Iterable[Hashable]) -> tuple:
+    return tuple(dict.fromkeys(items))
+
+
+def _addmul(dst: dict, src: dict, m: int) -> None:
+    if m:
+        for k, v in src.items():
+            dst[k] = dst.get(k, 0) + v * m
+
+
+def _directives_key(ds: list) -> tuple:
+    """A hashable copy of a directive list (dict order kept: a different order of the same
+    arguments is only a cache miss)."""
+    out = []
+    for d in ds:
+        if isinstance(d, dict):
+            out.append(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
+        else:
+            out.append(repr(d))
+    return tuple(out)
+
+
+class _Nest:
+    """One schedule applied to one pipeline: placements computed consumers first, each one
+    reused from the pipeline's cache when its context (own directives, the consumer it is
+    computed in, the inlined stages and stages computed beside it there) was seen before.
+    Regions compose interval bounds through inlined stages instead of substituting them."""
+
+    def __init__(self, p: Pipeline, sched: Schedule, check: bool, only: frozenset[str] | None) -> None:
+        if check:
+            validate(p, sched)
+        self.p, self.sched = p, sched
+        c = self.c = pipeline_cache(p, "loopnest", lambda: _Caches(p))
+        pl: dict[str, Placement] = {}
+        self.pl = pl
+        self.at_of: dict[str, list[str]] = {}  # consumer -> stages computed at its loops, in stage order
+        kinds = {"compute_inline": "inline", "compute_root": "root", "compute_at": "at"}
+        for s in p.stages:
+            ss = sched.of(s.name)
+            comp, st = ss.compute(), ss.store()
+            kind = kinds[comp["kind"]]
+            pl[s.name] = Placement(
+                s.name, kind, (comp["consumer"], comp["loop"]) if kind == "at" else None,
+                (st["consumer"], st["loop"]) if st and st["kind"] == "store_at" else None,
+            )  # fmt: skip
+            if kind == "at":
+                self.at_of.setdefault(comp["consumer"], []).append(s.name)
+        self.inlined = frozenset(n for n, q in pl.items() if q.compute == "inline")
+        for s in p.stages:  # who absorbs each inlined stage
+            for prod in c.producers[s.name]:
+                if prod in self.inlined:
+                    pl[prod].inlined_into.append(s.name)
+        closure: dict[str, frozenset[str]] = {}
+        empty: frozenset[str] = frozenset()
+        for name in _topo(p):  # producers first
+            parts = [closure[q] | {q} for q in c.producers[name] if q in self.inlined]
+            closure[name] = empty if not parts else parts[0].union(*parts[1:])
+        self.closure = closure
+        self.pid: dict[str, int] = {}
+        self.loop_index: dict[str, dict[str, int]] = {}
+        self._keys: dict[str, Hashable] = {}
+        self._stored: dict[str, list[str]] | None = None
+        # Consumers before producers: a compute_at region depends on the consumer's loops.
+        for name in reversed(_topo(p)):
+            if (only is not None and name not in only) or pl[name].compute == "inline":
+                continue
+            self._place(name)
+
+    def _siblings(self, name: str, cons: str, idx: int) -> tuple:
+        """The stages computed at `cons`'s loops `idx` or inside that read `name` (their needs
+        join its region there), with what their needs depend on."""
+        down = self.p.downstream(name)
+        li = self.loop_index[cons]
+        return tuple(
+            (d, self.pl[d].at[1], self.closure[d])  # type: ignore[index]
+            for d in self.at_of.get(cons, ())
+            if d in down and li[self.pl[d].at[1]] >= idx  # type: ignore[index]
+        )
+
+    def _site_key(self, name: str, site: tuple[str, str]) -> tuple:
+        cons, loop = site
+        idx = self.loop_index[cons][loop]
+        return (self.pid[cons], idx, self.closure[cons], self._siblings(name, cons, idx))
+
+    def _place(self, name: str) -> None:
+        p, pl, c = self.p, self.pl, self.c
+        place = pl[name]
+        s = p.stage(name)
+        ss = self.sched.of(name)
+        store_root = ss.store() == {"kind": "store_root"}
+        key: tuple = (name, place.compute, _directives_key(ss.pure), _directives_key(ss.update))
+        if place.compute == "at":
+            key += self._site_key(name, place.at)  # type: ignore[arg-type]
+        if place.store is not None and not store_root:
+            key += ("store",) + self._site_key(name, place.store)
+        hit = c.placements.get(key)
+        if hit is None:
+            hit = c.placements.put(key, (c.new_id(), self._compute_placement(name, store_root)))
+        pid, (region, realizations, allocation, loops, pure_loops) = hit
+        self.pid[name] = pid
+        place.region, place.realizations, place.allocation = region, realizations, allocation
+        place.pure_loops = list(pure_loops)
+        place.loops = list(loops) if s.is_reduction else place.pure_loops
+        self.loop_index[name] = {lp.name: k for k, lp in enumerate(loops)}
+
+    def _compute_placement(self, name: str, store_root: bool) -> tuple:
+        p, pl = self.p, self.pl
+        place = pl[name]
+        s = p.stage(name)
+        if place.compute == "root":
+            region, realizations = s.shape, 1
+        else:
+            cons, loop = place.at  # type: ignore[misc]
+            idx = self.loop_index[cons][loop]
+            region = self.region_needed(name, cons, idx)
+            realizations = pl[cons].realizations * math.prod(lp.extent for lp in pl[cons].loops[: idx + 1])
+        ext = {d.name: e for d, e in zip(s.dims, region)}
+        pure_loops = definition_loops(p, self.sched, name, False, ext)
+        loops = definition_loops(p, self.sched, name, True, ext) if s.is_reduction else pure_loops
+        allocation = region
+        if store_root:
+            allocation = s.shape
+        elif place.store is not None:
+            cons, loop = place.store
+            allocation = self.region_needed(name, cons, self.loop_index[cons][loop])
+        return region, realizations, allocation, tuple(loops), tuple(pure_loops)
+
+    # --- regions ------------------------------------------------------------------------
+    def region_needed(self, producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
+        """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once:
+        by the consumer itself (through inlined stages) and by any stage computed at one of
+        those loops that reads the producer (whose own need is found the same way)."""
+        p, pl = self.p, self.pl
+        cs = p.stage(consumer)
+        inner = pl[consumer].loops[loop_idx + 1 :]  # loop_idx -1: all of one realization
+        full = {d.name: e for d, e in zip(cs.dims, pl[consumer].region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
+        span = dict.fromkeys(full, 1)
+        for lp in inner:
+            for part in lp.parts:
+                span[part.dim] += (lp.extent - 1) * part.stride
+        shape = p.shape_of(producer)
+        ranges = tuple((0, min(span[k], full[k]) - 1) for k in self.c.vars[consumer])
+        boxes = [self.box(consumer, producer, ranges, shape)]
+        li = self.loop_index[consumer]
+        downstream = p.downstream(producer)
+        for d in self.at_of.get(consumer, ()):
+            if d not in downstream or li[pl[d].at[1]] < loop_idx:  # type: ignore[index]
+                continue
+            ds = p.stage(d)
+            ext = self.region_needed(d, consumer, loop_idx)
+            r = tuple((0, e - 1) for e in ext) + tuple((0, x.extent - 1) for x in ds.rdom)
+            boxes.append(self.box(d, producer, r, shape))
+        boxes = [b for b in boxes if b]
+        if not boxes:  # read only through stages placed elsewhere: assume all of it
+            return shape
+        return tuple(max(b[k][1] for b in boxes) - min(b[k][0] for b in boxes) + 1 for k in range(len(shape)))
+
+    def box(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
+        """`ir.access_box` of `stage` with inlined stages substituted, `ranges` per loop
+        variable (dims, then reduction variables)."""
+        h = self._hull(stage, source, ranges, shape)
+        if not h:
+            return ()
+        lo, hi = h
+        return tuple((int(max(0, a)), int(min(n - 1, b))) for a, b, n in zip(lo, hi, shape) if a != math.inf)
+
+    def _hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
+        """(lowest, highest) index per axis over every access to `source` in `stage`'s
+        substituted definitions, unclipped; () when there is none. Memoized by the ranges:
+        the stencils of a chain of inlined stages meet the same shifted ranges many times."""
+        key = (stage, source, ranges, self.closure[stage])
+        hit = self.c.hulls.get(key)
+        if hit is not None:
+            return hit
+        lo = [math.inf] * len(shape)
+        hi = [-math.inf] * len(shape)
+        env = dict(zip(self.c.vars[stage], ranges))
+        s = self.p.stage(stage)
+        for ex in (s.value,) if stage in self.inlined else s.exprs():  # an inlined stage's value is what is substituted
+            self._collect(ex, env, source, lo, hi, shape)
+        return self.c.hulls.put(key, (tuple(lo), tuple(hi)) if lo and lo[0] != math.inf else _NONE)
+
+    def _collect(self, e: E.Expr, env: dict, source: str, lo: list, hi: list, shape: tuple[int, ...]) -> None:
+        for a in self.c.skeleton(e):
+            src = a.source
+            if src in self.inlined:
+                rj = tuple(self.bounds(ix, env) for ix in a.index)
+                h = self._hull(src, source, rj, shape)
+                if h:
+                    for k, (x, y) in enumerate(zip(*h)):
+                        if x < lo[k]:
+                            lo[k] = x
+                        if y > hi[k]:
+                            hi[k] = y
+                # An index reaches the substituted tree only where its variable survives.
+                occ = self.lin_stage(src).occ
+                for d, ix in zip(self.c.dims[src], a.index):
+                    if occ.get(d) and self.c.skeleton(ix):
+                        self._collect(ix, env, source, lo, hi, shape)
+                continue
+            if src == source:
+                for k, ix in enumerate(a.index):
+                    b = self.bounds(ix, env)
+                    if b is None:  # data-dependent index: the whole axis
+                        b = (0, shape[k] - 1)
+                    if b[0] < lo[k]:
+                        lo[k] = b[0]
+                    if b[1] > hi[k]:
+                        hi[k] = b[1]
+            for ix in a.index:
+                if self.c.skeleton(ix):
+                    self._collect(ix, env, source, lo, hi, shape)
+
+    def bounds(self, e: E.Expr, env: dict) -> E.Interval | None:
+        """`E.bounds` of `e` with inlined stages substituted."""
+        return E.bounds(e, env, self._access_bounds)
+
+    def _access_bounds(self, a: E.Access, env: dict) -> E.Interval | None:
+        if a.source not in self.inlined:
+            return None
+        inner = {d: self.bounds(ix, env) for d, ix in zip(self.c.dims[a.source], a.index)}
+        return self.bounds(self.p.stage(a.source).value, inner)
+
+    # --- effective expressions, composed -------------------------------------------------
+    def lin(self, e: E.Expr, keep: str | None = None) -> _Lin:
+        """`_Lin` of `e` with the inlined stages (except `keep`) substituted."""
+        inl, clos = self.inlined, self.closure.__getitem__
+        if keep is not None and keep in inl:
+            inl = inl - {keep}
+            memo: dict[str, frozenset[str]] = {}
+
+            def clos(name: str) -> frozenset[str]:
+                if name not in memo:
+                    parts = [clos(q) | {q} for q in self.c.producers[name] if q in inl]
+                    memo[name] = frozenset().union(*parts)
+                return memo[name]
+
+        owner = self.c.owner.get(id(e))
+        if owner is None or self.p.stage(owner[0]).exprs()[owner[1]] is not e:
+            return self._lin(e, inl, clos)
+        key = ("expr", owner, clos(owner[0]))
+        hit = self.c.lin.get(key)
+        return hit if hit is not None else self.c.lin.put(key, self._lin(e, inl, clos))
+
+    def lin_stage(self, name: str, inl: frozenset[str] | None = None, clos: Callable[[str], frozenset[str]] | None = None) -> _Lin:
+        """`_Lin` of inlined stage `name`'s value (in its own dims)."""
+        inl = self.inlined if inl is None else inl
+        clos = self.closure.__getitem__ if clos is None else clos
+        key = ("stage", name, clos(name))
+        hit = self.c.lin.get(key)
+        if hit is None:
+            hit = self.c.lin.put(key, self._lin(self.p.stage(name).value, inl, clos))
+        return hit
+
+    def _lin(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]]) -> _Lin:
+        if isinstance(e, E.Const):
+            return _ZERO
+        if isinstance(e, E.Var):
+            return _Lin(0, {e.name: 1}, {e.name: 1}, {}, (("v", e.name),))
+        if isinstance(e, E.Access):
+            kids = [self._lin(ix, inl, clos) for ix in e.index]
+            if e.source in inl:
+                j = self.lin_stage(e.source, inl, clos)
+                flops, free, occ, counts = j.flops, {}, {}, dict(j.counts)
+                subs: dict[tuple[str, str], tuple] = {}
+                for d, k in zip(self.c.dims[e.source], kids):
+                    nf, no = j.free.get(d, 0), j.occ.get(d, 0)
+                    flops += nf * k.flops
+                    _addmul(free, k.free, nf)
+                    _addmul(occ, k.occ, no)
+                    _addmul(counts, k.counts, no)
+                    subs[("v", d)] = k.seq
+                return _Lin(flops, free, occ, counts, _dedupe(x for t in j.seq for x in subs.get(t, (t,))))
+            occ, counts = {}, {e.source: 1}
+            seq: list[tuple[str, str]] = [("s", e.source)]
+            for k in kids:
+                _addmul(occ, k.occ, 1)
+                _addmul(counts, k.counts, 1)
+                seq.extend(k.seq)
+            return _Lin(0, {}, occ, counts, _dedupe(seq))
+        kids = [self._lin(ch, inl, clos) for ch in E.children(e)]
+        if len(kids) == 1:
+            k = kids[0]
+            return _Lin(E.own_flops(e) + k.flops, k.free, k.occ, k.counts, k.seq)
+        flops, free, occ, counts = E.own_flops(e), {}, {}, {}
+        seq = []
+        for k in kids:
+            flops += k.flops
+            _addmul(free, k.free, 1)
+            _addmul(occ, k.occ, 1)
+            _addmul(counts, k.counts, 1)
+            seq.extend(k.seq)
+        return _Lin(flops, free, occ, counts, _dedupe(seq))
+
+    def index_form(self, e: E.Expr, env: dict[str, IndexForm] | None) -> IndexForm:
+        """The `IndexForm` of index `e` with inlined stages substituted; `env` gives the forms
+        that stand for the variables (None: the variables stand for themselves)."""
+
+        def leaf(n: E.Expr) -> E.Leaf:
+            if isinstance(n, E.Var):
+                return (None, ({n.name: 1}, 0)) if env is None else env[n.name].leaf()
+            if n.source in self.inlined:  # type: ignore[attr-defined]
+                return self._stage_form(n, env).leaf()  # type: ignore[arg-type]
+            return None, None
+
+        aff = E.affine(e, leaf)
+        frozen = None if aff is None else (tuple(sorted(aff[0].items())), aff[1])
+        const: tuple[E.Number] | None = None
+        if isinstance(e, E.Const):
+            const = (e.value,)
+        elif isinstance(e, E.Var) and env is not None:
+            const = env[e.name].const
+        elif isinstance(e, E.Access) and e.source in self.inlined:
+            const = self._stage_form(e, env).const
+        return IndexForm(const, frozen, self._variables(e, env))
+
+    def _variables(self, e: E.Expr, env: dict[str, IndexForm] | None) -> frozenset[str]:
+        if isinstance(e, E.Var):
+            return frozenset((e.name,)) if env is None else env[e.name].variables
+        if isinstance(e, E.Access) and e.source in self.inlined:
+            return self._stage_form(e, env).variables
+        ch = E.children(e)
+        if not ch:
+            return frozenset()
+        return frozenset().union(*(self._variables(x, env) for x in ch))
+
+    def _stage_form(self, a: E.Access, env: dict[str, IndexForm] | None) -> IndexForm:
+        """The form of inlined `a.source`'s value read at `a`'s indices."""
+        forms = tuple(self.index_form(ix, env) for ix in a.index)
+        key = (a.source, forms, self.closure[a.source])
+        hit = self.c.forms.get(key)
+        if hit is None:
+            hit = self.c.forms.put(key, self.index_form(self.p.stage(a.source).value, dict(zip(self.c.dims[a.source], forms))))
+        return hit
+
+    def access_forms(self, e: E.Expr, env: dict[str, IndexForm] | None = None) -> dict[tuple[str, tuple[IndexForm, ...]], int]:
+        """Accesses of `e` with inlined stages substituted, counted per (source, index forms)."""
+        out: dict[tuple[str, tuple[IndexForm, ...]], int] = {}
+        for a in self.c.skeleton(e):
+            forms = tuple(self.index_form(ix, env) for ix in a.index)
+            if a.source in self.inlined:
+                key = (a.source, forms, self.closure[a.source])
+                inner = self.c.accesses.get(key)
+                if inner is None:
+                    env_j = dict(zip(self.c.dims[a.source], forms))
+                    inner = self.c.accesses.put(key, self.access_forms(self.p.stage(a.source).value, env_j))
+                _addmul(out, inner, 1)
+                # Accesses inside an index appear once per occurrence of its variable.
+                occ = self.lin_stage(a.source).occ
+                for d, ix in zip(self.c.dims[a.source], a.index):
+                    if occ.get(d) and self.c.skeleton(ix):
+                        _addmul(out, self.access_forms(ix, env), occ[d])
+                continue
+            out[(a.source, forms)] = out.get((a.source, forms), 0) + 1
+            for ix in a.index:
+                if self.c.skeleton(ix):
+                    _addmul(out, self.access_forms(ix, env), 1)
+        return out
+
+    # --- keys --------------------------------------------------------------------------
+    def stage_key(self, name: str) -> Hashable:
+        k = self._keys.get(name)
+        if k is None:
+            pl = self.pl
+            if pl[name].compute == "inline":
+                k = ("inline", tuple((c, pl[c].points_total, self.closure[c]) for c in self._effective_consumers(name)))
+            else:
+                atme = tuple((d, pl[d].at[1], self.closure[d]) for d in self.at_of.get(name, ()))  # type: ignore[index]
+                stored = tuple((q, pl[q].allocation) for q in self._stored_in().get(name, ()))
+                k = (self.pid[name], self.closure[name], atme, stored)
+            self._keys[name] = k
+        return k
+
+    def _stored_in(self) -> dict[str, list[str]]:
+        """Consumer -> the stages computed at its loops or stored there (their buffers live in them)."""
+        if self._stored is None:
+            self._stored = {}
+            for q, qp in self.pl.items():
+                if qp.compute == "at":
+                    self._stored.setdefault((qp.store or qp.at)[0], []).append(q)  # type: ignore[index]
+        return self._stored
+
+    def _effective_consumers(self, name: str) -> list[str]:
+        """Non-inlined stages that read `name` through inlined stages, in stage order."""
+        out: set[str] = set()
+        todo = list(self.c.consumers[name])
+        while todo:
+            x = todo.pop()
+            if x in self.inlined:
+                todo.extend(self.c.consumers[x])
+            else:
+                out.add(x)
+        return [s for s in self.pl if s in out]
 
 
 def _produce(nest: LoopNest, name: str) -> Node:

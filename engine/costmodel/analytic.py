@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 
-from .. import expr as E
 from ..ir import BYTES_PER_ELEMENT, Pipeline
 from ..loopnest import LoopNest, build
 from ..schedule import Schedule
@@ -39,27 +38,27 @@ class AnalyticModel:
 
     def stage_ms(self, nest: LoopNest) -> dict[str, float]:
         """Estimated ms per stage (0 for an inlined one)."""
-        p = nest.pipeline
-        stages: dict[str, float] = {}
-        for name, pl in nest.placements.items():
-            if pl.compute == "inline":
-                stages[name] = 0.0
-                continue
-            st = p.stage(name)
-            per_point = E.flops(nest.effective(st.value))
-            red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
-            if st.update is not None:
-                per_point += (E.flops(nest.effective(st.update)) + 1) * red
-            work = max(per_point, 1) * pl.points_total
-            loops = pl.loops
-            lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
-            par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
-            speed = SCALAR_GFLOPS * min(lanes, MAX_LANES) * min(par, self.cores) * 1e9
-            compute_s = work / speed
-            alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
-            bw = (CACHE_GBS if alloc <= CACHE_BYTES else DRAM_GBS) * 1e9 * min(par, self.cores)
-            reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
-            reads *= BYTES_PER_ELEMENT
-            memory_s = (pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations) / bw
-            stages[name] = 1000 * (max(compute_s, memory_s) + pl.realizations * REALIZATION_US * 1e-6)
-        return stages
+        return {name: self.stage_ms_of(nest, name) for name in nest.placements}
+
+    def stage_ms_of(self, nest: LoopNest, name: str) -> float:
+        """Estimated ms of one stage (the features ask stage by stage, for the rows they miss)."""
+        p, pl = nest.pipeline, nest.placements[name]
+        if pl.compute == "inline":
+            return 0.0
+        st = p.stage(name)
+        per_point = nest.effective_flops(st.value)
+        red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
+        if st.update is not None:
+            per_point += (nest.effective_flops(st.update) + 1) * red
+        work = max(per_point, 1) * pl.points_total
+        loops = pl.loops
+        lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
+        par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
+        speed = SCALAR_GFLOPS * min(lanes, MAX_LANES) * min(par, self.cores) * 1e9
+        compute_s = work / speed
+        alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
+        bw = (CACHE_GBS if alloc <= CACHE_BYTES else DRAM_GBS) * 1e9 * min(par, self.cores)
+        reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
+        reads *= BYTES_PER_ELEMENT
+        memory_s = (pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations) / bw
+        return 1000 * (max(compute_s, memory_s) + pl.realizations * REALIZATION_US * 1e-6)
