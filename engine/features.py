@@ -21,7 +21,7 @@ import numpy as np
 from . import expr as E
 from . import loopnest
 from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
-from .loopnest import LoopNest, Placement
+from .loopnest import LRU, LoopNest, pipeline_cache
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -177,27 +177,8 @@ def op_histogram(e: E.Expr, hist: dict[str, int]) -> str:
     raise TypeError(f"not an expression: {e!r}")
 
 
-def affine(e: E.Expr) -> tuple[dict[str, int], int] | None:
-    """`e` as ({var: coefficient}, constant), or None when it is not affine."""
-    if isinstance(e, E.Const):
-        return ({}, e.value) if isinstance(e.value, int) else None
-    if isinstance(e, E.Var):
-        return {e.name: 1}, 0
-    if isinstance(e, E.BinOp) and e.op in ("+", "-"):
-        a, b = affine(e.a), affine(e.b)
-        if a is None or b is None:
-            return None
-        s = 1 if e.op == "+" else -1
-        co = dict(a[0])
-        for v, c in b[0].items():
-            co[v] = co.get(v, 0) + s * c
-        return {v: c for v, c in co.items() if c}, a[1] + s * b[1]
-    if isinstance(e, E.BinOp) and e.op == "*":
-        for k, o in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(k, E.Const) and isinstance(k.value, int):
-                t = affine(o)
-                return None if t is None else ({v: c * k.value for v, c in t[0].items() if c * k.value}, t[1] * k.value)
-    return None
+# `e` as ({var: coefficient}, constant), or None when it is not affine (the sampler uses it too).
+affine = E.affine
 
 
 def _pattern(a: E.Access, s: Stage, offsets: dict[str, set]) -> str:
@@ -273,11 +254,6 @@ def algorithm_features(p: Pipeline, s: Stage) -> dict[str, float]:
 
 
 # --- schedule features --------------------------------------------------------------------
-def substitute_inlined(p: Pipeline, pl: dict[str, Placement], e: E.Expr, keep: str | None = None) -> E.Expr:
-    """`e` with every inlined stage (except `keep`) replaced by its definition."""
-    return loopnest.substitute_inlined(p, lambda name: name != keep and name in pl and pl[name].compute == "inline", e)
-
-
 def _site(nest: LoopNest, name: str, store: bool) -> tuple[int, int, int]:
     """(loops enclosing the site, trips of those loops, product of their parallel extents)."""
     pl = nest.placements[name]
@@ -300,13 +276,14 @@ def _inlined_calls(nest: LoopNest, name: str) -> float:
     p, pls = nest.pipeline, nest.placements
     total = 0.0
     for c, cpl in pls.items():
-        if cpl.compute == "inline":
+        # Only a stage that reads it through inlined stages calls it (the others add 0).
+        if cpl.compute == "inline" or name not in nest.inline_closure(c):
             continue
         cs = p.stage(c)
-        n_val = sum(a.source == name for a in E.accesses(substitute_inlined(p, pls, cs.value, keep=name)))
+        n_val = nest.effective_access_counts(cs.value, keep=name).get(name, 0)
         n_upd = 0
         if cs.update is not None:
-            n_upd = sum(a.source == name for a in E.accesses(substitute_inlined(p, pls, cs.update, keep=name)))
+            n_upd = nest.effective_access_counts(cs.update, keep=name).get(name, 0)
         red = math.prod(r.extent for r in cs.rdom) if cs.rdom else 1
         total += (n_val + n_upd * red) * cpl.points_total
     return total
@@ -316,16 +293,14 @@ def _loads_along(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, i
     """(dense, broadcast, gather) loads of the last definition along loop dim `dim`."""
     body = s.update if s.update is not None else s.value
     dense = bcast = gather = 0
-    for a in E.accesses(substitute_inlined(nest.pipeline, nest.placements, body)):
-        deps = [k for k, ix in enumerate(a.index) if dim in E.variables(ix)]
+    for (_, index), n in nest.effective_accesses(body).items():
+        deps = [k for k, ix in enumerate(index) if dim in ix.variables]
         if not deps:
-            bcast += 1
-            continue
-        last = affine(a.index[-1])
-        if deps == [len(a.index) - 1] and last is not None and last[0].get(dim) == 1:
-            dense += 1
+            bcast += n
+        elif deps == [len(index) - 1] and index[-1].coefficient(dim) == 1:
+            dense += n
         else:
-            gather += 1
+            gather += n
     return dense, bcast, gather
 
 
@@ -349,9 +324,9 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
     f["points_per_realization"] = region * productions / max(realizations, 1)
     f["recompute_ratio"] = region * productions / s.size
     red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
-    per_point = E.flops(substitute_inlined(p, nest.placements, s.value))
+    per_point = nest.effective_flops(s.value)
     if s.update is not None:
-        per_point += (E.flops(substitute_inlined(p, nest.placements, s.update)) + 1) * red
+        per_point += (nest.effective_flops(s.update) + 1) * red
     f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
     loops = pl.loops
     last_dim = s.dims[-1].name
@@ -403,7 +378,38 @@ def _row(values: dict[str, float], index: dict[str, int], n: int) -> np.ndarray:
     row = np.zeros(n, dtype=np.float64)
     for k, v in values.items():
         row[index[k]] = v
+    row.flags.writeable = False  # rows are cached and shared
     return row
+
+
+# Rows kept per pipeline (a row is ~0.7 KB): ~100 fresh schedules of a 140-stage network.
+ROW_CACHE = 20_000
+EDGE_CACHE = 20_000
+
+
+class _Cache:
+    """Per pipeline: algorithm features per stage, and schedule-dependent rows keyed by the
+    loop nest's `stage_key` (everything a row depends on), so a schedule that changes one
+    stage recomputes the rows that depend on it and reuses the others."""
+
+    def __init__(self, p: Pipeline) -> None:
+        self.algorithm = {s.name: algorithm_features(p, s) for s in p.stages}
+        self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
+        self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
+        pos = {s.name: k for k, s in enumerate(p.stages)}
+        self.edges = [(prod, s.name) for s in p.stages for prod in s.sources() if prod in p.stage_map]
+        self.edge_index = np.array([(pos[a], pos[b]) for a, b in self.edges], dtype=np.int64).T.reshape(2, -1)
+        self.patterns = {(prod, s): access_patterns(p.stage(s), prod) for prod, s in self.edges}
+
+
+def _cache(p: Pipeline) -> _Cache:
+    return pipeline_cache(p, "features", lambda: _Cache(p))
+
+
+def clear_caches(p: Pipeline) -> None:
+    """Forget the rows, placements and regions cached for `p` (the next featurization
+    computes everything afresh)."""
+    loopnest.clear_caches(p)
 
 
 def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
@@ -411,52 +417,64 @@ def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
     from .costmodel.analytic import AnalyticModel  # noqa: PLC0415  # (the cost-model package imports this module's users)
 
     p = nest.pipeline
+    cache = _cache(p)
     # One core: the feature must not depend on the machine computing it.
-    est = AnalyticModel(cores=1).stage_ms(nest)
-    rows = [
-        _row(algorithm_features(p, s) | schedule_features(nest, s.name) | {"analytic_ns": est[s.name] * 1e6}, INDEX, N_FEATURES)
-        for s in p.stages
-    ]
+    est = AnalyticModel(cores=1)
+    rows = []
+    for s in p.stages:
+        key = (s.name, nest.stage_key(s.name))
+        row = cache.rows.get(key)
+        if row is None:
+            values = cache.algorithm[s.name] | schedule_features(nest, s.name) | {"analytic_ns": est.stage_ms_of(nest, s.name) * 1e6}
+            row = cache.rows.put(key, _row(values, INDEX, N_FEATURES))
+        rows.append(row)
     x = np.stack(rows)
     if log:
         x[:, _LOG] = np.log1p(np.maximum(x[:, _LOG], 0.0))
     return x.astype(np.float32)
 
 
+def _edge_row(nest: LoopNest, prod: str, cons: str, pattern: dict[str, int]) -> np.ndarray:
+    pp, cp = nest.placements[prod], nest.placements[cons]
+    f: dict[str, float] = {"consumer_inline": float(cp.compute == "inline")}
+    if pp.compute == "inline":
+        f["producer_inline"] = 1.0
+    elif pp.compute == "root":
+        f["producer_root"] = 1.0
+    elif pp.at is not None and pp.at[0] == cons:
+        f["producer_at_consumer"] = 1.0
+    else:
+        f["producer_at_other"] = 1.0
+    if pp.compute != "inline" and cp.compute != "inline":
+        f["bytes_per_consumer_realization"] = math.prod(nest.required_region(prod, cons, "realization")) * BYTES_PER_ELEMENT
+        f["bytes_per_consumer_iteration"] = math.prod(nest.required_region(prod, cons, "iteration")) * BYTES_PER_ELEMENT
+    f["accesses"] = sum(pattern.values())
+    for k in ("pointwise", "stencil", "broadcast", "reduction"):
+        f[k] = pattern[k]
+    f["other"] = pattern["transpose"] + pattern["slice"] + pattern["strided"] + pattern["nonaffine"]
+    return _row(f, EDGE_INDEX, N_EDGE_FEATURES)
+
+
 def edge_index_and_features(nest: LoopNest, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Producer -> consumer edges between stages: ([2, E] int64 node indices, [E, N_EDGE_FEATURES] float32)."""
-    p, pls = nest.pipeline, nest.placements
-    pos = {s.name: k for k, s in enumerate(p.stages)}
-    pairs, rows = [], []
-    for s in p.stages:
-        for prod in s.sources():
-            if prod not in p.stage_map:
-                continue
-            pp, cp = pls[prod], pls[s.name]
-            f: dict[str, float] = {"consumer_inline": float(cp.compute == "inline")}
-            if pp.compute == "inline":
-                f["producer_inline"] = 1.0
-            elif pp.compute == "root":
-                f["producer_root"] = 1.0
-            elif pp.at is not None and pp.at[0] == s.name:
-                f["producer_at_consumer"] = 1.0
-            else:
-                f["producer_at_other"] = 1.0
-            if pp.compute != "inline" and cp.compute != "inline":
-                f["bytes_per_consumer_realization"] = math.prod(nest.required_region(prod, s.name, "realization")) * BYTES_PER_ELEMENT
-                f["bytes_per_consumer_iteration"] = math.prod(nest.required_region(prod, s.name, "iteration")) * BYTES_PER_ELEMENT
-            pat = access_patterns(s, prod)
-            f["accesses"] = sum(pat.values())
-            for k in ("pointwise", "stencil", "broadcast", "reduction"):
-                f[k] = pat[k]
-            f["other"] = pat["transpose"] + pat["slice"] + pat["strided"] + pat["nonaffine"]
-            pairs.append((pos[prod], pos[s.name]))
-            rows.append(_row(f, EDGE_INDEX, N_EDGE_FEATURES))
-    ei = np.array(pairs, dtype=np.int64).T.reshape(2, -1)
+    pls = nest.placements
+    cache = _cache(nest.pipeline)
+    rows = []
+    for prod, cons in cache.edges:
+        pk, ck = pls[prod].compute, pls[cons].compute
+        # What the row reads: the two placements' kinds, and the consumer's loops and
+        # surroundings for the bytes (only when neither is inlined).
+        key = (prod, cons, pk, pk == "at" and pls[prod].at[0] == cons, ck)  # type: ignore[index]
+        if pk != "inline" and ck != "inline":
+            key += (nest.stage_key(cons),)
+        row = cache.edge_rows.get(key)
+        if row is None:
+            row = cache.edge_rows.put(key, _edge_row(nest, prod, cons, cache.patterns[(prod, cons)]))
+        rows.append(row)
     ef = np.stack(rows) if rows else np.zeros((0, N_EDGE_FEATURES))
     if log and len(rows):
         ef[:, _EDGE_LOG] = np.log1p(np.maximum(ef[:, _EDGE_LOG], 0.0))
-    return ei, ef.astype(np.float32)
+    return cache.edge_index.copy(), ef.astype(np.float32)
 
 
 def featurize(nest: LoopNest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
