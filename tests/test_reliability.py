@@ -337,3 +337,60 @@ def test_storage_shared_across_parallel_iterations_is_refused() -> None:
     inside = {"blur_x": {"pure": [{"kind": "store_at", "consumer": "blur_y", "loop": "y"}, at]}, "blur_y": race["blur_y"]}
     validate(p, Schedule.from_json({"stages": inside}))  # stored per parallel iteration: no race
     assert "produce blur_x" in isolated.lowered_stmt(p, Schedule.from_json({"stages": inside}))
+
+
+# --- ONNX attributes and initializers that do not fit their model (found by bench fuzz) --------
+def _mutated(tmp_path: Path, model: str, change: str) -> Path:
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(ROOT / "resources" / "models" / model))
+    g = m.graph
+
+    def node(op: str) -> onnx.NodeProto:
+        return next(n for n in g.node if n.op_type == op)
+
+    def set_attr(n: onnx.NodeProto, name: str, value: int) -> None:
+        next(a for a in n.attribute if a.name == name).i = value
+
+    def resize_init(name: str, fn: object) -> None:
+        k = next(k for k, t in enumerate(g.initializer) if t.name == name)
+        g.initializer[k].CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(g.initializer[k])), name))  # type: ignore[operator]
+
+    if change == "layernorm_axis":
+        set_attr(node("LayerNormalization"), "axis", 99)
+    elif change == "softmax_axis":
+        set_attr(node("Softmax"), "axis", 2**31 - 1)
+    elif change == "conv_bias_length":
+        resize_init("features.0.bias", lambda a: a[:-1])
+    elif change == "bn_scalar_mean":
+        resize_init("layer1.0.bn2.running_mean", lambda a: np.array(a[0]))
+    elif change == "gather_no_indices":
+        c = next(n for n in g.node if n.op_type == "Gather")
+        src = next(n for n in g.node if n.output[0] == c.input[1])
+        src.attribute[0].t.CopyFrom(numpy_helper.from_array(np.zeros((0,), np.int64)))
+    elif change == "no_outputs":
+        del g.output[:]
+    out = tmp_path / f"{change}.onnx"
+    onnx.save(m, str(out))
+    return out
+
+
+@pytest.mark.parametrize(
+    "model,change,words",
+    [
+        ("transformer_layer.onnx", "layernorm_axis", "axis 99 is out of range"),
+        ("transformer_layer.onnx", "softmax_axis", "'axis' must be in"),
+        ("small_cnn.onnx", "conv_bias_length", "Conv channels 16"),
+        ("resnet18_stage.onnx", "bn_scalar_mean", "BatchNormalization"),
+        ("transformer_layer.onnx", "gather_no_indices", "Gather"),
+        ("small_cnn.onnx", "no_outputs", "no outputs"),
+    ],
+)
+def test_an_onnx_model_whose_parts_do_not_fit_is_one_import_error(tmp_path: Path, model: str, change: str, words: str) -> None:
+    from engine.frontends import ModelImportError, import_onnx
+
+    path = _mutated(tmp_path, model, change)
+    with pytest.raises(ModelImportError) as exc:
+        import_onnx(path, tmp_path)
+    assert words in str(exc.value) and str(path) in str(exc.value)

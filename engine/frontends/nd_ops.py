@@ -25,6 +25,20 @@ FLOAT_MAX = -FLOAT_LOWEST
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
+def axis_index(a: int, rank: int, what: str = "axis", inclusive: bool = False) -> int:
+    """An axis as a graph gives it (negative counts from the end) as an index in [0, rank), or
+    [0, rank] when `inclusive` (Flatten's); out of range is an error, never wrapped around."""
+    hi = rank + 1 if inclusive else rank
+    if not -hi <= a < hi:
+        raise ValueError(f"{what} {a} is out of range for a rank-{rank} tensor (expected {-hi} to {hi - 1})")
+    return a % hi if a < 0 else a
+
+
+def axis_indices(axes: Sequence[int], rank: int, what: str = "axes") -> list[int]:
+    """`axis_index` of each, sorted, each axis once."""
+    return sorted({axis_index(int(a), rank, what) for a in axes})
+
+
 def _pow(a: E.Expr, p: float) -> E.Expr:
     """a ** p for a constant exponent: products for small integers, sqrt for halves."""
     if p == int(p) and 0 <= p <= 4:
@@ -141,7 +155,7 @@ class TensorOps(Builder):
         summand, where keepdims_index reads a tensor of the keepdims shape (0 on reduced axes)."""
         shape = self.shape(src)
         rank = len(shape)
-        axes = sorted({a % rank for a in axes})
+        axes = axis_indices(axes, rank)
         kept = [k for k in range(rank) if k not in axes]
         out_shape = [1 if k in axes else shape[k] for k in range(rank)] if keep else [shape[k] for k in kept]
         if not out_shape:
@@ -157,14 +171,14 @@ class TensorOps(Builder):
 
     def reduce(self, name: str, src: str, axes: Sequence[int], kind: str, keepdims: bool = True) -> str:
         """sum, mean, max or min over `axes`."""
-        n = math.prod(self.shape(src)[a] for a in axes)
+        n = math.prod(self.shape(src)[a] for a in axis_indices(axes, len(self.shape(src))))
         reducer = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}[kind]
         init = {"sum": 0.0, "mean": 0.0, "max": FLOAT_LOWEST, "min": FLOAT_MAX}[kind]
         body = (lambda i, _k: Access(src, i) * (1.0 / n)) if kind == "mean" else (lambda i, _k: Access(src, i))
         with self.composite():
             self._reduce_stage(name, src, axes, reducer, body, init, f"reduce_{kind}", keepdims)
         rank = len(self.shape(src))
-        return self.record("reduce", [src], name, axes=sorted({a % rank for a in axes}), kind=kind, keepdims=keepdims)
+        return self.record("reduce", [src], name, axes=axis_indices(axes, rank), kind=kind, keepdims=keepdims)
 
     def softmax_nd(self, name: str, src: str, axes: Sequence[int], log: bool = False) -> str:
         """Softmax (or log-softmax) over `axes`, max-subtracted: max, exp, sum, divide."""
@@ -179,12 +193,12 @@ class TensorOps(Builder):
             else:
                 self.pointwise(name, "div", [ex, sm], lambda a, s: a / s)
         rank = len(self.shape(src))
-        return self.record("softmax_nd", [src], name, axes=sorted({a % rank for a in axes}), log=log)
+        return self.record("softmax_nd", [src], name, axes=axis_indices(axes, rank), log=log)
 
     def layernorm_nd(self, name: str, src: str, gamma: str | None, beta: str | None, axis: int = -1, eps: float = 1e-5) -> str:
         """Normalize over axes [axis, rank): (x - mean) / sqrt(var + eps) * gamma + beta."""
         shape = self.shape(src)
-        axes = list(range(axis % len(shape), len(shape)))
+        axes = list(range(axis_index(axis, len(shape)), len(shape)))
         inv_n = 1.0 / math.prod(shape[a] for a in axes)
         with self.composite():
             mean = self._reduce_stage(
@@ -245,7 +259,10 @@ class TensorOps(Builder):
     def concat(self, name: str, srcs: Sequence[str], axis: int) -> str:
         shapes = [self.shape(s) for s in srcs]
         rank = len(shapes[0])
-        axis %= rank
+        axis = axis_index(axis, rank)
+        for src, sh in zip(srcs, shapes):
+            if len(sh) != rank or any(a != b for k, (a, b) in enumerate(zip(sh, shapes[0])) if k != axis):
+                raise ValueError(f"concat of shapes {[list(x) for x in shapes]} along axis {axis}: {src!r} does not fit")
         out_shape = list(shapes[0])
         out_shape[axis] = sum(s[axis] for s in shapes)
         names = self.names_like(srcs[0], rank)
@@ -254,7 +271,7 @@ class TensorOps(Builder):
         offsets = [sum(s[axis] for s in shapes[:k]) for k in range(len(srcs))]
         val: E.Expr | None = None
         for src, sh, off in reversed(list(zip(srcs, shapes, offsets))):
-            idx = list(vs)
+            idx: list[E.Expr] = list(vs)
             idx[axis] = clamp(v - off, 0, sh[axis] - 1) if off else E.emin(v, sh[axis] - 1)
             acc = Access(src, tuple(idx))
             val = acc if val is None else select(cmp("<", v, off + sh[axis]), acc, val)
@@ -266,8 +283,13 @@ class TensorOps(Builder):
         """src.take(indices, axis) for constant indices, as a view: a scalar index drops the
         axis, an arithmetic progression is a strided read, other lists a select chain."""
         shape = self.shape(src)
-        axis %= len(shape)
+        axis = axis_index(axis, len(shape))
         n = shape[axis]
+        bad = [i for i in ([indices] if isinstance(indices, int) else indices) if not -n <= int(i) < n]
+        if bad:
+            raise ValueError(f"gather index {bad[0]} is out of range for an axis of {n}")
+        if not isinstance(indices, int) and not len(indices):
+            raise ValueError("gather with no indices gives an empty tensor, which the IR does not have")
         if isinstance(indices, int):
             k = indices % n
             out_shape = shape[:axis] + shape[axis + 1 :]

@@ -66,16 +66,20 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
     nodes = [_node(n, k, path) for k, n in enumerate(graph.node)]
     _check_references(nodes, set(env), [o.name for o in graph.output], path)
     graph_outputs = {o.name for o in graph.output}
-    nodes = _fold_batchnorms(nodes, env, graph_outputs, em.simplifications)
-    nodes = _fuse_matmul_bias(nodes, env, graph_outputs, types, em.simplifications)
-    _walk(nodes, env, em, opset, types, graph_outputs, path)
-
-    outputs = []
-    for o in graph.output:
-        if env.get(o.name) is _MISSING:
-            raise ModelImportError(f"{path}: graph output {o.name!r} is an output the importer does not produce")
-        outputs.append((o.name, env[o.name]))
-    pipeline, out_names = em.finish(outputs)
+    try:
+        nodes = _fold_batchnorms(nodes, env, graph_outputs, em.simplifications)
+        nodes = _fuse_matmul_bias(nodes, env, graph_outputs, types, em.simplifications)
+        _walk(nodes, env, em, opset, types, graph_outputs, path)
+        outputs = []
+        for o in graph.output:
+            if env.get(o.name) is _MISSING:
+                raise ModelImportError(f"{path}: graph output {o.name!r} is an output the importer does not produce")
+            outputs.append((o.name, env[o.name]))
+        pipeline, out_names = em.finish(outputs)
+    except ModelImportError:
+        raise
+    except ValueError as exc:  # a PipelineError too: a model whose values do not fit together
+        raise ModelImportError(f"{path}: {exc}") from None
     source: dict[str, Any] = {
         "kind": "onnx",
         "model": str(path),
@@ -221,7 +225,7 @@ def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
     import onnx  # noqa: PLC0415
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001
         raise ModelImportError(f"{path}: ONNX shape inference failed: {exc}") from None
     out = {}
@@ -346,6 +350,11 @@ def _fold_batchnorms(nodes: list[Node], env: dict[str, Any], graph_outputs: set[
             continue
         if len(conv.inputs) > 2 and conv.inputs[2] and not isinstance(b, np.ndarray):
             continue
+        c = w.shape[0] if w.ndim else 0
+        per_channel = [*params, *([b] if b is not None else [])]
+        if any(x.shape != (c,) for x in per_channel):
+            shapes = [list(x.shape) for x in per_channel]
+            raise ValueError(f"BatchNormalization {bn.hint!r} after Conv {conv.hint!r}: parameter shapes {shapes}, Conv channels {c}")
         w2, b2 = fold_batchnorm(w, b, *params, float(bn.attrs.get("epsilon", 1e-5)))
         wname, bname = f"{conv.hint}::bn_folded_W", f"{conv.hint}::bn_folded_B"
         env[wname], env[bname] = w2, b2

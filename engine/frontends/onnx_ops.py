@@ -16,6 +16,7 @@ import numpy as np
 
 from .common import Emitter, Unsupported, Value
 from .nd_conv import check_window
+from .nd_ops import axis_index, axis_indices
 
 
 @dataclass
@@ -304,9 +305,9 @@ def _global_pool(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 def _softmax(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     rank = len(cx.em.shape(ins[0]))
     if cx.opset >= 13:
-        axes = [int(node.attrs.get("axis", -1)) % rank]
+        axes = [axis_index(int(node.attrs.get("axis", -1)), rank)]
     else:  # before opset 13: softmax of the input flattened to 2-D at `axis`
-        axes = list(range(int(node.attrs.get("axis", 1)) % rank, rank))
+        axes = list(range(axis_index(int(node.attrs.get("axis", 1)), rank), rank))
     return [cx.em.b.softmax_nd(cx.em.name(cx.hint), cx.em.tensor(ins[0]), axes, log=node.op == "LogSoftmax")]
 
 
@@ -324,7 +325,7 @@ def _reduce(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     kind = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}[node.op]
     keep = bool(node.attrs.get("keepdims", 1))
     try:
-        return [cx.em.b.reduce(cx.em.name(cx.hint), cx.em.tensor(ins[0]), [a % rank for a in axes], kind, keep)]
+        return [cx.em.b.reduce(cx.em.name(cx.hint), cx.em.tensor(ins[0]), axis_indices(axes, rank), kind, keep)]
     except ValueError as exc:
         raise Unsupported(str(exc)) from None
 
@@ -345,7 +346,7 @@ def _reshape(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 @handles("Flatten")
 def _flatten(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     shape = cx.em.shape(ins[0])
-    axis = int(node.attrs.get("axis", 1)) % (len(shape) + 1)
+    axis = axis_index(int(node.attrs.get("axis", 1)), len(shape), inclusive=True)
     return [cx.em.reshape(ins[0], (math.prod(shape[:axis]), math.prod(shape[axis:])), cx.hint, "Flatten")]
 
 
@@ -360,11 +361,11 @@ def _squeeze(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     shape = list(cx.em.shape(ins[0]))
     axes = _axes(cx, node, ins)
     if node.op == "Squeeze":
-        drop = {a % len(shape) for a in axes} if axes is not None else {k for k, n in enumerate(shape) if n == 1}
+        drop = set(axis_indices(axes, len(shape))) if axes is not None else {k for k, n in enumerate(shape) if n == 1}
         new = [n for k, n in enumerate(shape) if k not in drop] or [1]
     else:
         rank = len(shape) + len(axes or [])
-        new_axes = sorted(a % rank for a in axes or [])
+        new_axes = axis_indices(axes or [], rank)
         it = iter(shape)
         new = [1 if k in new_axes else next(it) for k in range(rank)]
     return [cx.em.reshape(ins[0], tuple(new), cx.hint, node.op)]
@@ -391,7 +392,7 @@ def _concat(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 @handles("Split")
 def _split(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     shape = cx.em.shape(ins[0])
-    axis = int(node.attrs.get("axis", 0)) % len(shape)
+    axis = axis_index(int(node.attrs.get("axis", 0)), len(shape))
     n_out = len(node.outputs)
     if len(ins) > 1 and ins[1] is not None:
         sizes = _ints(cx.const(ins[1], "split sizes"))
@@ -418,7 +419,7 @@ def _slice(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         starts, ends = _ints(cx.const(ins[1], "Slice starts")), _ints(cx.const(ins[2], "Slice ends"))
         axes = _ints(cx.const(ins[3], "Slice axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
         steps = _ints(cx.const(ins[4], "Slice steps")) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
-    return [cx.em.slice(ins[0], [a % rank for a in axes], starts, ends, steps, cx.hint)]
+    return [cx.em.slice(ins[0], [axis_index(a, rank) for a in axes], starts, ends, steps, cx.hint)]
 
 
 @handles("Gather")
@@ -447,9 +448,12 @@ def _pad(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         pads = _ints(cx.const(ins[1], "Pad pads"))
         value = float(cx.const(ins[2], "Pad value").reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else 0.0
         axes = _ints(cx.const(ins[3], "Pad axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(shape)))
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pad has {len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
     before, after = [0] * len(shape), [0] * len(shape)
     for k, a in enumerate(axes):
-        before[a % len(shape)], after[a % len(shape)] = pads[k], pads[k + len(axes)]
+        ax = axis_index(a, len(shape), "Pad axis")
+        before[ax], after[ax] = pads[k], pads[k + len(axes)]
     if mode == "reflect" and any(b >= n or e >= n for b, e, n in zip(before, after, shape)):
         raise Unsupported("reflect padding wider than the input")
     return [cx.em.b.pad_nd(cx.em.name(cx.hint), cx.em.tensor(ins[0]), before, after, value, mode)]
