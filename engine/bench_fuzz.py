@@ -728,14 +728,18 @@ class _Mutator:
     BENIGN = ("random_directive", "tweak", "drop", "shuffle", "reorder")
     # Mutations that can undo an earlier one (drop it, change its factor) go first, those that
     # replace a whole stage entry last: a reason recorded is never undone by a later mutation.
+    # Within the first, drop and shuffle precede tweak (a dropped tweak would take its reason along).
     FIRST, LAST = ("drop", "shuffle", "tweak"), ("inline_with_loops", "bad_stage_shape")
+    UNDOING = ("drop", "shuffle")
 
     def run(self, count: int, benign: bool = False) -> Any:
         """Apply `count` mutations; `benign`: only ones that may well leave it valid."""
         self.bad = 0.0 if benign else 1.0
         ops = [(n, w) for n, w in self.OPS if not benign or n in self.BENIGN]
         names, weights = zip(*ops)
-        picked = sorted(self.r.choices(names, weights, k=count), key=lambda n: (n not in self.FIRST) + (n in self.LAST))
+        picked = sorted(
+            self.r.choices(names, weights, k=count), key=lambda n: (n not in self.UNDOING) + (n not in self.FIRST) + (n in self.LAST)
+        )
         for name in picked:
             for _ in range(6):  # one that does not apply to this pipeline: another of the same rank
                 if getattr(self, name)():
