@@ -176,8 +176,15 @@ def _convert(
     return em, outputs, input_names
 
 
+def _name(node: torch.fx.Node) -> str:
+    """A call_module / call_method / get_attr node's target: a qualified name or a method name
+    (fx types every target as a callable or a string; only call_function targets are callables)."""
+    assert isinstance(node.target, str), f"{node.op} node {node.name!r} has a callable target"
+    return node.target
+
+
 def _map(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs: Any, em: Emitter, params: dict, folds: dict, hint: str) -> Any:
-    module = gm.get_submodule(node.target) if node.op == "call_module" else None
+    module = gm.get_submodule(_name(node)) if node.op == "call_module" else None
     handler = _handler(gm, node)
     target = str(node.target) if node.op == "call_module" else ""
 
@@ -197,15 +204,17 @@ def _scope(node: torch.fx.Node) -> str:
 
 def _handler(gm: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
     if node.op == "call_module":
-        return MODULES.get(type(gm.get_submodule(node.target)))
+        return MODULES.get(type(gm.get_submodule(_name(node))))
     if node.op == "call_method":
-        return METHODS.get(node.target)
+        return METHODS.get(_name(node))
     return FUNCTIONS.get(node.target)
 
 
 def _kind(node: torch.fx.Node) -> str:
     if node.op == "call_module":
-        return type(node.graph.owning_module.get_submodule(node.target)).__name__
+        gm = node.graph.owning_module
+        assert gm is not None, "a traced graph belongs to its GraphModule"
+        return type(gm.get_submodule(_name(node))).__name__
     if node.op == "call_method":
         return f"Tensor.{node.target}"
     return getattr(node.target, "__name__", str(node.target))
@@ -241,18 +250,22 @@ def _batchnorm_folds(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node]) -> di
     (the conv computes with them, the BN node becomes an alias of the conv)."""
     folds = {}
     for bn in nodes:
-        if bn.op != "call_module" or not isinstance(gm.get_submodule(bn.target), nn.BatchNorm2d):
+        if bn.op != "call_module":
+            continue
+        m = gm.get_submodule(_name(bn))
+        if not isinstance(m, nn.BatchNorm2d):
             continue
         conv = bn.args[0]
         if not isinstance(conv, torch.fx.Node) or conv.op != "call_module" or len(conv.users) != 1 or conv in folds:
             continue
-        c, m = gm.get_submodule(conv.target), gm.get_submodule(bn.target)
-        if type(c) is not nn.Conv2d or m.running_mean is None:
+        c = gm.get_submodule(_name(conv))
+        if type(c) is not nn.Conv2d or m.running_mean is None or m.running_var is None:  # no statistics: not foldable
             continue
-        arr = lambda t: None if t is None else t.detach().numpy()
+        arr = lambda t: t.detach().numpy()
         gamma = arr(m.weight) if m.affine else np.ones(m.num_features, np.float32)
         beta = arr(m.bias) if m.affine else np.zeros(m.num_features, np.float32)
-        w, b = fold_batchnorm(arr(c.weight), arr(c.bias), gamma, beta, arr(m.running_mean), arr(m.running_var), m.eps)
+        bias = None if c.bias is None else arr(c.bias)
+        w, b = fold_batchnorm(arr(c.weight), bias, gamma, beta, arr(m.running_mean), arr(m.running_var), m.eps)
         folds[conv] = folds[bn] = (w, b)
     return folds
 
@@ -298,11 +311,13 @@ def _evaluate(gm: torch.fx.GraphModule, node: torch.fx.Node, env: dict[torch.fx.
     try:
         with torch.no_grad():
             if node.op == "call_module":
-                out = gm.get_submodule(node.target)(*args, **kwargs)
+                out = gm.get_submodule(_name(node))(*args, **kwargs)
             elif node.op == "call_method":
-                out = getattr(args[0], node.target)(*args[1:], **kwargs)
+                out = getattr(args[0], _name(node))(*args[1:], **kwargs)
             else:
-                out = node.target(*args, **kwargs)
+                fn = node.target
+                assert callable(fn), f"call_function node {node.name!r} has a string target"
+                out = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
         raise ModelImportError(f"node {node.name!r}: evaluating it on constants failed ({type(exc).__name__}: {exc})") from None
     return _tree_map(lambda v: v.detach().numpy().copy() if isinstance(v, torch.Tensor) else v, out)

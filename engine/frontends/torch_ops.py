@@ -22,6 +22,10 @@ from torch import nn
 from .common import Emitter, Unsupported, Value
 
 
+def _no_params(name: str) -> np.ndarray:
+    raise Unsupported(f"parameter {name!r} asked of a call that is not a module's")
+
+
 @dataclass
 class Args:
     em: Emitter
@@ -31,7 +35,7 @@ class Args:
     module: nn.Module | None = None
     target: str = ""  # the module's qualified name (names its weights)
     folded: tuple[np.ndarray, np.ndarray] | None = None  # conv weights with a batch norm folded in
-    params: Callable[[str], np.ndarray] | None = None  # the module's parameter `name` as an array
+    params: Callable[[str], np.ndarray] = _no_params  # the module's parameter `name` as an array
 
     def get(self, i: int, name: str, default: Any = None) -> Any:
         if name in self.kwargs:
@@ -58,28 +62,40 @@ def _pair(v: Any) -> list[int]:
     return [int(x) for x in v] if isinstance(v, (tuple, list)) else [int(v), int(v)]
 
 
+def _register(table: dict[str, tuple[Any, ...]], make: Callable[[str], Handler]) -> None:
+    """Each entry's targets get `make(name)`: a string is a method name (x.relu()), anything
+    else a function target (torch.relu, operator.add)."""
+    for name, targets in table.items():
+        for t in targets:
+            if isinstance(t, str):
+                METHODS[t] = make(name)
+            else:
+                FUNCTIONS[t] = make(name)
+
+
 # --- elementwise -------------------------------------------------------------------------
 def _unary(fn: str, **fixed: Any) -> Handler:
     return lambda a: a.em.unary(fn, a.args[0], a.hint, **fixed)
 
 
-for _fn, _targets in {
-    "relu": (torch.relu, F.relu, "relu"),
-    "relu6": (F.relu6,),
-    "sigmoid": (torch.sigmoid, F.sigmoid, "sigmoid"),
-    "tanh": (torch.tanh, F.tanh, "tanh"),
-    "silu": (F.silu,),
-    "hardswish": (F.hardswish,),
-    "exp": (torch.exp, "exp"),
-    "sqrt": (torch.sqrt, "sqrt"),
-    "erf": (torch.erf, "erf"),
-    "abs": (torch.abs, "abs"),
-    "log": (torch.log, "log"),
-    "neg": (operator.neg, torch.neg, "neg"),
-    "reciprocal": (torch.reciprocal, "reciprocal"),
-}.items():
-    for _t in _targets:
-        (METHODS if isinstance(_t, str) else FUNCTIONS)[_t] = _unary(_fn)
+_register(
+    {
+        "relu": (torch.relu, F.relu, "relu"),
+        "relu6": (F.relu6,),
+        "sigmoid": (torch.sigmoid, F.sigmoid, "sigmoid"),
+        "tanh": (torch.tanh, F.tanh, "tanh"),
+        "silu": (F.silu,),
+        "hardswish": (F.hardswish,),
+        "exp": (torch.exp, "exp"),
+        "sqrt": (torch.sqrt, "sqrt"),
+        "erf": (torch.erf, "erf"),
+        "abs": (torch.abs, "abs"),
+        "log": (torch.log, "log"),
+        "neg": (operator.neg, torch.neg, "neg"),
+        "reciprocal": (torch.reciprocal, "reciprocal"),
+    },
+    _unary,
+)
 FUNCTIONS[torch.rsqrt] = METHODS["rsqrt"] = lambda a: a.em.unary("pow", a.args[0], a.hint, p=-0.5)
 
 
@@ -89,7 +105,7 @@ def _gelu(a: Args) -> Value:
 
 
 def _leaky(a: Args) -> Value:
-    slope = a.module.negative_slope if a.module is not None else a.get(1, "negative_slope", 0.01)
+    slope = a.module.negative_slope if isinstance(a.module, nn.LeakyReLU) else a.get(1, "negative_slope", 0.01)
     return a.em.unary("leaky_relu", a.args[0], a.hint, alpha=float(slope))
 
 
@@ -123,16 +139,17 @@ def _binary(fn: str, swap: bool = False) -> Handler:
     return h
 
 
-for _fn, _targets in {
-    "add": (operator.add, torch.add, "add", operator.iadd),
-    "sub": (operator.sub, torch.sub, "sub", operator.isub),
-    "mul": (operator.mul, torch.mul, "mul", operator.imul),
-    "div": (operator.truediv, torch.div, "div", operator.itruediv),
-    "max": (torch.maximum,),
-    "min": (torch.minimum,),
-}.items():
-    for _t in _targets:
-        (METHODS if isinstance(_t, str) else FUNCTIONS)[_t] = _binary(_fn)
+_register(
+    {
+        "add": (operator.add, torch.add, "add", operator.iadd),
+        "sub": (operator.sub, torch.sub, "sub", operator.isub),
+        "mul": (operator.mul, torch.mul, "mul", operator.imul),
+        "div": (operator.truediv, torch.div, "div", operator.itruediv),
+        "max": (torch.maximum,),
+        "min": (torch.minimum,),
+    },
+    _binary,
+)
 METHODS["__radd__"], METHODS["__rsub__"], METHODS["__rmul__"] = _binary("add", True), _binary("sub", True), _binary("mul", True)
 
 
@@ -237,7 +254,7 @@ MODULES[nn.BatchNorm2d] = MODULES[nn.BatchNorm1d] = _batchnorm
 
 def _layernorm(a: Args) -> Value:
     em = a.em
-    if a.module is not None:
+    if isinstance(a.module, nn.LayerNorm):
         m = a.module
         shape, eps = list(m.normalized_shape), m.eps
         g = a.params("weight") if m.elementwise_affine else None
@@ -300,7 +317,7 @@ MODULES[nn.AdaptiveMaxPool2d] = FUNCTIONS[F.adaptive_max_pool2d] = _adaptive("ma
 
 def _softmax(log: bool) -> Handler:
     def h(a: Args) -> Value:
-        dim = a.module.dim if a.module is not None else a.get(1, "dim")
+        dim = a.module.dim if isinstance(a.module, (nn.Softmax, nn.LogSoftmax)) else a.get(1, "dim")
         if dim is None:
             raise Unsupported("softmax without an explicit dim")
         if a.kwargs.get("dtype") not in (None, torch.float32):
@@ -328,11 +345,12 @@ def _reduce(kind: str) -> Handler:
     return h
 
 
-for _kind, _targets in {
-    "mean": (torch.mean, "mean"),
-    "sum": (torch.sum, "sum"),
-    "max": (torch.amax, "amax"),
-    "min": (torch.amin, "amin"),
-}.items():
-    for _t in _targets:
-        (METHODS if isinstance(_t, str) else FUNCTIONS)[_t] = _reduce(_kind)
+_register(
+    {
+        "mean": (torch.mean, "mean"),
+        "sum": (torch.sum, "sum"),
+        "max": (torch.amax, "amax"),
+        "min": (torch.amin, "amin"),
+    },
+    _reduce,
+)

@@ -39,7 +39,7 @@ def _sdpa(a: Args) -> Value:
     scores = em.matmul(q, kt, f"{a.hint}_scores", alpha=float(scale))
     if mask is not None:
         scores = em.binary("add", scores, mask, f"{a.hint}_masked")
-    probs = em.b.softmax_nd(em.name(f"{a.hint}_probs"), scores, [len(em.shape(scores)) - 1])
+    probs = em.b.softmax_nd(em.name(f"{a.hint}_probs"), em.tensor(scores), [len(em.shape(scores)) - 1])
     return em.matmul(probs, v, a.hint)
 
 
@@ -60,7 +60,7 @@ FUNCTIONS[torch.reshape] = METHODS["view"] = METHODS["reshape"] = _reshape
 
 def _flatten(a: Args) -> Value:
     shape = a.em.shape(a.args[0])
-    if a.module is not None:
+    if isinstance(a.module, nn.Flatten):
         s, e = a.module.start_dim, a.module.end_dim
     else:
         s, e = a.get(1, "start_dim", 0), a.get(2, "end_dim", -1)
@@ -180,7 +180,10 @@ def _getitem(a: Args) -> Value:
         rng = range(shape[axis])[i if isinstance(i, slice) else slice(i % shape[axis], i % shape[axis] + 1)]
         if not len(rng):
             raise Unsupported("indexing that selects nothing")
-        axes.append(axis), starts.append(rng.start), ends.append(rng.stop), steps.append(rng.step)
+        axes.append(axis)
+        starts.append(rng.start)
+        ends.append(rng.stop)
+        steps.append(rng.step)
         if isinstance(i, slice):
             new_shape.append(len(rng))
         axis += 1
