@@ -205,7 +205,7 @@ class Builder:
         if cg == 1:  # depthwise (or groups of one channel): no channel reduction
             cin = c if groups == c_out else (c // (c_out // groups))
             body = Access(src, (n, cin, yy, xx)) * Access(weight, (c, E.Const(0), ry, rx))
-            rdom = (Dim("ry", kh), Dim("rx", kw))
+            rdom: tuple[Dim, ...] = (Dim("ry", kh), Dim("rx", kw))
         else:
             rc = Var("rc")
             cin = rc if groups == 1 else (c // (c_out // groups)) * cg + rc

@@ -126,7 +126,7 @@ class _Gen:
         return self.matmul(v)
 
     # --- matrix ops (M, K) ----------------------------------------------------------------
-    def matmul(self, a: str) -> str | None:
+    def matmul(self, a: str) -> str:
         m, k = self.shape(a)
         r = self.rng
         other = [u for u in self.pool if u != a and len(self.shape(u)) == 2 and self.shape(u)[1] == k]

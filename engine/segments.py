@@ -234,6 +234,7 @@ class Segmented:
                     low.params[name].set(b)
                 if marker:  # the profiler reports in canonical names: say whose report follows
                     print(f"\n{_MARKER}{k}", flush=True)  # the same stream as Halide's reports
+                assert low.hl_pipeline is not None  # every entry of _compiled was compiled
                 low.hl_pipeline.realize(dst)
                 for name, _ in binds:  # the cached pipeline must not keep this runner's buffers alive
                     low.params[name].reset()

@@ -65,7 +65,8 @@ def _fsync_dir(d: Path) -> None:
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """`open(path, mode)` whose file only appears at `path`, complete, when the block ends."""
-    with atomic_path(path) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+    encoding = None if "b" in mode else "utf-8"  # binary modes take no encoding
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as f:
         yield f
 
 

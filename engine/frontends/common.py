@@ -149,7 +149,7 @@ def _write_npy(zf: zipfile.ZipFile, name: str, arr: np.ndarray) -> None:
     info.file_size = head.tell() + arr.nbytes
     with zf.open(info, "w") as dest:
         dest.write(head.getvalue())
-        dest.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
+        dest.write(arr.reshape(-1).data.cast("B") if arr.size else b"")
 
 
 # --- the tensor-level layer ------------------------------------------------------------------
