@@ -394,3 +394,4 @@ def test_an_onnx_model_whose_parts_do_not_fit_is_one_import_error(tmp_path: Path
     with pytest.raises(ModelImportError) as exc:
         import_onnx(path, tmp_path)
     assert words in str(exc.value) and str(path) in str(exc.value)
+    assert "\n" not in str(exc.value)  # one line

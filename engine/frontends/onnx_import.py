@@ -227,7 +227,11 @@ def _infer(model: Any, path: Path) -> dict[str, tuple[int, list[int | None]]]:
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001
-        raise ModelImportError(f"{path}: ONNX shape inference failed: {exc}") from None
+        # One line: the first node it names (later ones usually follow from it) and how many more.
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+        nodes = [x for x in lines if "(op_type:" in x] or lines or [type(exc).__name__]
+        more = f" (and {len(nodes) - 1} more)" if len(nodes) > 1 else ""
+        raise ModelImportError(f"{path}: ONNX shape inference failed: {nodes[0]}{more}") from None
     out = {}
     g = inferred.graph
     for vi in list(g.value_info) + list(g.output) + list(g.input):
