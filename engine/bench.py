@@ -38,10 +38,15 @@ def median_cell(p: Pipeline, ms: list[Measurement]) -> dict[str, Any]:
     bad = next((m for m in ms if not m.ok), None)
     if bad is not None:
         return {"ok": False, "error_kind": bad.error_kind, "error": bad.error}
-    medians = [m.median_ms for m in ms]
+    medians: list[float] = []
+    mins: list[float] = []
+    for m in ms:
+        assert m.median_ms is not None and m.min_ms is not None, f"{p.name}: a measurement that ran has its times"
+        medians.append(m.median_ms)
+        mins.append(m.min_ms)
     median = statistics.median(medians)
     return {
-        "ok": True, "median_ms": median, "min_ms": min(m.min_ms for m in ms), "round_medians_ms": medians,
+        "ok": True, "median_ms": median, "min_ms": min(mins), "round_medians_ms": medians,
         "gflops": p.flops() / (median * 1e6), "verified": all(m.verified for m in ms), "compile_s": ms[0].compile_s,
         "search_s": ms[0].search_s,
     }  # fmt: skip

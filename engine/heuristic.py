@@ -29,7 +29,7 @@ compute_root, so the result is always a valid schedule.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 
 from . import expr as E
@@ -114,7 +114,7 @@ class _Heuristic:
             self.inline.add(b)
             self.rules[b] = f"inline into {a} (between {r} and the tiles it is blocked at)"
 
-    def _anchor_ok(self, r: str, a: str, between: set[str]) -> bool:
+    def _anchor_ok(self, r: str, a: str, between: Set[str]) -> bool:
         p, shape = self.p, self.p.stage(r).shape
         group = between | {a}
         if any(p.stage(g).is_reduction or p.stage(g).shape != shape or g in self.anchor_of or g in self.inline for g in group):

@@ -5,6 +5,7 @@ operator records, and independent of Halide."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,13 +41,13 @@ def _eval_block(s: Stage, values: dict[str, np.ndarray], start: int, stop: int) 
     block = [stop - start] + [d.extent for d in s.dims[1:]]
     pure_grids = {k: v.reshape(v.shape[: len(names)]) for k, v in grids.items() if k in names}
     init = np.broadcast_to(_ev(s.value, pure_grids, values), block).astype(np.float64)
-    if not s.is_reduction:
+    if s.update is None:
         return init
+    assert s.reduce is not None  # Pipeline validation: 'update' and 'reduce' come together
     body = np.broadcast_to(_ev(s.update, grids, values), block + [d.extent for d in s.rdom])
     axes = tuple(range(len(names), nd))
-    red = {"sum": np.sum, "max": np.max, "min": np.min}[s.reduce](body, axis=axes)
     comb = {"sum": np.add, "max": np.maximum, "min": np.minimum}[s.reduce]
-    return comb(init, red)
+    return comb(init, comb.reduce(body, axis=axes))  # add.reduce is np.sum, maximum.reduce np.max
 
 
 def _ev(e: E.Expr, grids: dict[str, np.ndarray], values: dict[str, np.ndarray]):
@@ -76,7 +77,7 @@ def _ev(e: E.Expr, grids: dict[str, np.ndarray], values: dict[str, np.ndarray]):
             import torch  # noqa: PLC0415  # only needed for GELU-like stages
 
             return torch.erf(torch.from_numpy(np.ascontiguousarray(a))).numpy()
-        fns = {
+        fns: dict[str, Callable[[np.ndarray], np.ndarray]] = {
             "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v), "tanh": np.tanh,
             "abs": np.abs, "neg": np.negative, "float": lambda v: v, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         }  # fmt: skip

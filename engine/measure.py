@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .ir import Pipeline, canonical_hash
 from .schedule import Schedule, ScheduleError, validate
@@ -309,7 +309,16 @@ class Runner:
         self.close()
 
 
-def summarize(times_s: list[float]) -> dict[str, float]:
+class Summary(TypedDict):
+    """Run times in ms; the keys are Measurement's fields (the worker passes them as keywords)."""
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+
+
+def summarize(times_s: list[float]) -> Summary:
     ms = sorted(t * 1000 for t in times_s)
     q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3
     return {"median_ms": statistics.median(ms), "min_ms": ms[0], "max_ms": ms[-1], "iqr_ms": q[2] - q[0]}

@@ -95,7 +95,7 @@ def time_callable(run: Callable[[], Any], min_time_s: float, rounds: int = 1) ->
             times.append(dt)
             total += dt
         per_round.append(times)
-    out = summarize([t for r in per_round for t in r])
+    out: dict[str, Any] = {**summarize([t for r in per_round for t in r])}
     out["round_medians_ms"] = [summarize(r)["median_ms"] for r in per_round]
     out["median_ms"] = statistics.median(out["round_medians_ms"])
     out["runs"] = sum(len(r) for r in per_round)

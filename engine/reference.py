@@ -161,7 +161,8 @@ def _nary(*xs: np.ndarray, fn: str, **_: Any) -> np.ndarray:
 
 
 def _reduce(a: np.ndarray, axes: list[int], kind: str, keepdims: bool, **_: Any) -> np.ndarray:
-    return {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](a, axis=tuple(axes), keepdims=keepdims)
+    reducers: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+    return reducers[kind](a, axis=tuple(axes), keepdims=keepdims)
 
 
 def _softmax_nd(a: np.ndarray, axes: list[int], log: bool = False, **_: Any) -> np.ndarray:
@@ -181,7 +182,13 @@ def _layernorm_nd(x: np.ndarray, *gb: np.ndarray, axis: int, eps: float, gamma: 
 def _pad_nd(a: np.ndarray, before: list[int], after: list[int], value: float, mode: str, **_: Any) -> np.ndarray:
     crop = tuple(slice(max(0, -b), a.shape[k] - max(0, -e)) for k, (b, e) in enumerate(zip(before, after)))
     widths = [(max(0, b), max(0, e)) for b, e in zip(before, after)]
-    return np.pad(a[crop], widths, mode=mode, **({"constant_values": value} if mode == "constant" else {}))
+    if mode == "constant":
+        return np.pad(a[crop], widths, mode="constant", constant_values=value)
+    if mode == "edge":
+        return np.pad(a[crop], widths, mode="edge")
+    if mode == "reflect":
+        return np.pad(a[crop], widths, mode="reflect")
+    raise ValueError(f"pad_nd mode {mode!r} (the IR has constant, edge and reflect)")
 
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides: list, pads: list, dilations: list, groups: int, **_: Any):
