@@ -371,6 +371,9 @@ def _mutated(tmp_path: Path, model: str, change: str) -> Path:
         src.attribute[0].t.CopyFrom(numpy_helper.from_array(np.zeros((0,), np.int64)))
     elif change == "no_outputs":
         del g.output[:]
+    elif change == "pool_pad_past_kernel":
+        pads = next(a for a in node("MaxPool").attribute if a.name == "pads")
+        pads.ints[:] = [0, 0, 0, 7]
     out = tmp_path / f"{change}.onnx"
     onnx.save(m, str(out))
     return out
@@ -385,6 +388,7 @@ def _mutated(tmp_path: Path, model: str, change: str) -> Path:
         ("resnet18_stage.onnx", "bn_scalar_mean", "BatchNormalization"),
         ("transformer_layer.onnx", "gather_no_indices", "Gather"),
         ("small_cnn.onnx", "no_outputs", "no outputs"),
+        ("small_cnn.onnx", "pool_pad_past_kernel", "smaller than the kernel"),
     ],
 )
 def test_an_onnx_model_whose_parts_do_not_fit_is_one_import_error(tmp_path: Path, model: str, change: str, words: str) -> None:

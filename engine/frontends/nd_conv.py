@@ -178,6 +178,9 @@ class NdBuilder(TensorOps):
         """2-D max or average pooling. Average: the divisor counts the window's elements inside
         the input (or, with count_include_pad, inside the padded input), as ONNX Runtime does."""
         check_window(f"{kind} pooling", 2, kernel=kernel, strides=strides, pads=pads, dilations=dilations)
+        for k, pad in enumerate(pads):  # a window over padding only: ONNX Runtime and PyTorch refuse it
+            if pad >= kernel[k % 2]:
+                raise ValueError(f"attribute 'pads' is {list(pads)}: each pad must be smaller than the kernel {list(kernel)}")
         n_, c_, h, w = self.shape(src)
         sizes = (h, w)
         outs = [pool_out_size(sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a in range(2)]
