@@ -167,7 +167,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown zoo pipelines {unknown} (choose from {', '.join(zoo.names())})")
     with Database(args.db or default_path()) as db, Runner(threads) as runner:
-        res = calibrate(models, names, runner, db, size=args.size, progress=_err)  # type: ignore[arg-type]
+        res = calibrate(models, names, runner, db, size=args.size, progress=_err)
     res["models_dir"] = d
     res["table"] = table(res)
     _print(args, res, res["table"])
@@ -182,7 +182,7 @@ def _eval(args: argparse.Namespace) -> int:
     d = _models_dir(args)
     if args.db is None and Path(d).resolve() == SHIPPED.resolve():
         args.db = str(SHIPPED_DATASET)  # the shipped models are evaluated on the data they were trained on
-    res = evaluate(_db(args), d, with_analytic=not args.no_analytic)
+    res: dict[str, Any] = evaluate(_db(args), d, with_analytic=not args.no_analytic)  # the report: "chosen" is a str
     if args.choose:
         res["chosen"] = choose(res, d)
     cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")

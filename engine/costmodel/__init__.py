@@ -11,11 +11,16 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..resources import COSTMODEL_DIR
 from .analytic import AnalyticModel
 from .base import CostModel, ModelChoice, Prediction, short_label
 from .files import ModelFileError, read_json
+
+if TYPE_CHECKING:  # load_model's return type only: the modules themselves load lazily (torch, LightGBM)
+    from .gnn import TorchCostModel
+    from .trees import TVMModel
 
 __all__ = [
     "ENV_VAR", "AnalyticModel", "CostModel", "ModelChoice", "ModelFileError", "Prediction", "default_choice", "default_model", "load_model",
@@ -33,7 +38,7 @@ def default_dir() -> Path:
     return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel"
 
 
-def load_model(directory: str | Path, key: str) -> CostModel:
+def load_model(directory: str | Path, key: str) -> TorchCostModel | TVMModel:
     """One trained model (gnn, halide or tvm) from `directory`, importing only what it needs
     (torch for the networks, LightGBM alone for the trees): opening the app stays quick."""
     d = Path(directory)

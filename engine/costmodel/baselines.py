@@ -18,12 +18,12 @@ from torch import Tensor, nn
 
 from .. import features as F
 from .dataset import Sample
-from .gnn import MASKED, GraphBatch, Normalizer, TorchCostModel, fit_net, load_torch, segment_logsumexp
+from .gnn import MASKED, CostNet, GraphBatch, Normalizer, TorchCostModel, fit_net, load_torch, segment_logsumexp
 
 HALIDE_NAME = "Halide-style per-stage MLP (learned prediction)"
 
 
-class StageMLP(nn.Module):
+class StageMLP(CostNet):
     """Per-stage MLP to a log cost; the total is the log of the summed costs."""
 
     def __init__(self, hidden: int = 64) -> None:

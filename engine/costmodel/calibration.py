@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ SCHEDULES = ("default", "hand", "heuristic")
 
 
 def calibrate(
-    models: dict[str, CostModel],
+    models: Mapping[str, CostModel],
     pipelines: list[str],
     runner: Runner,
     db: Database | None,

@@ -219,7 +219,7 @@ def generate(
 def environments(db: Database) -> list[tuple[str, str, int, int]]:
     """(target, host, threads, count) of the stored timings, most common first."""
     rows = db.conn.execute("SELECT target, host, threads, COUNT(*) FROM measurements GROUP BY target, host, threads ORDER BY 4 DESC")
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def load(

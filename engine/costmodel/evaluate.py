@@ -15,7 +15,7 @@ training (`seen_pipelines`). Metrics:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -108,7 +108,7 @@ def _score(pred: np.ndarray, test: Sequence[Sample], absolute: bool) -> dict[str
     return metrics(pred, true, [s.pipeline_hash for s in test], absolute)
 
 
-def evaluate_models(models: dict[str, SampleModel], unseen: Sequence[Sample], seen: Sequence[Sample]) -> dict[str, dict[str, Any]]:
+def evaluate_models(models: Mapping[str, SampleModel], unseen: Sequence[Sample], seen: Sequence[Sample]) -> dict[str, dict[str, Any]]:
     """{model: {metrics on unseen pipelines..., "seen_pipelines": {metrics on held-out schedules}}}."""
     out: dict[str, dict[str, Any]] = {}
     for key, m in models.items():
@@ -157,7 +157,7 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
     target, host, threads = info["environment"]
     samples = load(db_path, target=target, host=host, threads=threads)
     unseen, seen = held_out(samples, info)
-    res = evaluate_models(load_models(d), unseen, seen)  # type: ignore[arg-type]
+    res = evaluate_models(load_models(d), unseen, seen)
     if with_analytic and (unseen or seen):
         pu, ps = _analytic(db_path, [unseen, seen])
         res["analytic"] = {**_score(pu, unseen, True), "seen_pipelines": _score(ps, seen, True)}

@@ -56,6 +56,11 @@ class GraphBatch:
 class Normalizer(nn.Module):
     """Feature standardization fitted on training nodes; saved with the model's weights."""
 
+    x_mean: Tensor  # buffers, registered in __init__ (declared for the type checker)
+    x_std: Tensor
+    e_mean: Tensor
+    e_std: Tensor
+
     def __init__(self, n_node: int, n_edge: int) -> None:
         super().__init__()
         for k, n in (("x", n_node), ("e", n_edge)):
@@ -104,6 +109,20 @@ def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
 
 
 # --- the network ---------------------------------------------------------------------------
+class CostNet(nn.Module):
+    """What `fit_net` trains and `TorchCostModel` runs: forward(GraphBatch) returns (stage log
+    costs, log totals); `norm` is fitted on the training nodes; the bias of `head`'s last
+    Linear starts at the mean gap between the targets and `base_ms`."""
+
+    norm: Normalizer
+    head: nn.Sequential
+
+    @staticmethod
+    def base_ms(s: Sample) -> float:
+        """What the head's output is a log factor of, for the sample."""
+        raise NotImplementedError
+
+
 class MessagePassing(nn.Module):
     """One round: messages producer -> consumer and consumer -> producer (each computed
     from the sender's state and the edge's features, averaged per receiver), then a
@@ -128,7 +147,7 @@ class MessagePassing(nn.Module):
         return self.norm(h + self.update(torch.cat([h, to_consumer, to_producer], 1)))
 
 
-class StageCostNet(nn.Module):
+class StageCostNet(CostNet):
     """Node encoder, `layers` rounds of message passing, per-stage log-cost head.
     With layers=0 it is a per-stage MLP (the Halide-style baseline uses its own class)."""
 
@@ -199,7 +218,7 @@ def pairwise_loss(pred: Tensor, y: Tensor, group: Tensor) -> Tensor:
 
 
 def fit_net(
-    net: nn.Module,
+    net: CostNet,
     train: Sequence[Sample],
     *,
     epochs: int = 60,
@@ -214,12 +233,14 @@ def fit_net(
     `base_ms(sample)` is what its per-stage head output is a log factor of."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    norm: Normalizer = net.norm  # type: ignore[assignment]
+    norm = net.norm
     norm.fit(train)
     y = targets_of(train, target)
     with torch.no_grad():  # start from the mean correction (or cost) per stage: faster, steadier training
-        base = [net.base_ms(s) for s in train]  # type: ignore[operator]
-        net.head[-1].bias.fill_(float(np.mean(y - np.log(np.maximum(base, 1e-9)))))  # type: ignore[index]
+        base = [net.base_ms(s) for s in train]
+        last = net.head[-1]
+        assert isinstance(last, nn.Linear), f"{type(net).__name__}: the head ends in a Linear layer"
+        last.bias.fill_(float(np.mean(y - np.log(np.maximum(base, 1e-9)))))
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
     data = [collate([train[i] for i in idx], norm, y[idx]) for idx in _batches(train, batch, 8, rng)]
@@ -252,7 +273,7 @@ class TorchCostModel:
 
     kind = "torch"
 
-    def __init__(self, net: nn.Module, name: str, config: dict[str, Any]) -> None:
+    def __init__(self, net: CostNet, name: str, config: dict[str, Any]) -> None:
         self.net, self.name, self.config = net, name, config
 
     def predict_samples(self, samples: Sequence[Sample]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -261,7 +282,7 @@ class TorchCostModel:
         with torch.no_grad():
             for i in range(0, len(samples), 256):
                 chunk = samples[i : i + 256]
-                b = collate(chunk, self.net.norm)  # type: ignore[arg-type]
+                b = collate(chunk, self.net.norm)
                 c, tot = self.net(b)
                 totals.append(torch.exp(tot).numpy())
                 ms = torch.where(b.costed, torch.exp(c), torch.zeros_like(c)).numpy()
@@ -283,7 +304,7 @@ class TorchCostModel:
         write_json(d / f"{stem}.json", {**self.config, "name": self.name, "feature_version": F.VERSION, "sha256": digest})
 
 
-def load_torch(directory: str | Path, stem: str, make: Callable[[dict[str, Any]], nn.Module]) -> TorchCostModel:
+def load_torch(directory: str | Path, stem: str, make: Callable[[dict[str, Any]], CostNet]) -> TorchCostModel:
     """The model saved by `TorchCostModel.save`. Weights must be a zip archive and load with
     weights_only=True (no code runs); anything wrong with either file is a ModelFileError."""
     d = Path(directory)

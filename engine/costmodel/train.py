@@ -65,8 +65,8 @@ def train_all(
             envs = environments(db)
         if not envs:
             raise ValueError(f"{db_path}: no measurements to train on")
-        environment = envs[0][:3]  # type: ignore[assignment]
-    tgt, host, thr = environment  # type: ignore[misc]
+        environment = envs[0][:3]
+    tgt, host, thr = environment
     samples = load(db_path, target=tgt, host=host, threads=thr)
     train, seen, unseen = split(samples, holdout_pipelines, holdout_schedules, seed)
     if not train:

@@ -86,7 +86,9 @@ class TVMModel:
         if not samples:
             return np.zeros(0), []
         x, group = _rows(samples)
-        f = self.base + self.booster.predict(x, raw_score=True)
+        raw = self.booster.predict(x, raw_score=True)
+        assert isinstance(raw, np.ndarray), "a dense input gives a dense prediction"  # the stubs also allow sparse ones
+        f = self.base + raw
         ms = np.exp(f)
         totals = np.bincount(group, ms, minlength=len(samples))
         stages = []
