@@ -291,6 +291,15 @@ def _inlined_calls(nest: LoopNest, name: str) -> float:
 
 def _loads_along(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, int]:
     """(dense, broadcast, gather) loads of the last definition along loop dim `dim`."""
+    loads = _cache(nest.pipeline).loads
+    key = (s.name, nest.inline_closure(s.name), dim)  # all the count depends on
+    hit = loads.get(key)
+    if hit is None:
+        hit = loads.put(key, _count_loads(nest, s, dim))
+    return hit
+
+
+def _count_loads(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, int]:
     body = s.update if s.update is not None else s.value
     dense = bcast = gather = 0
     for (_, index), n in nest.effective_accesses(body).items():
@@ -396,6 +405,7 @@ class _Cache:
         self.algorithm = {s.name: algorithm_features(p, s) for s in p.stages}
         self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
         self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
+        self.loads: LRU[tuple, tuple[int, int, int]] = LRU(ROW_CACHE)
         pos = {s.name: k for k, s in enumerate(p.stages)}
         self.edges = [(prod, s.name) for s in p.stages for prod in s.sources() if prod in p.stage_map]
         self.edge_index = np.array([(pos[a], pos[b]) for a, b in self.edges], dtype=np.int64).T.reshape(2, -1)

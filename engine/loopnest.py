@@ -14,11 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from . import expr as E
 from . import loops as L
-from .ir import Pipeline
+from .ir import Pipeline, Stage
 from .schedule import Schedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
@@ -135,7 +135,7 @@ class LoopNest:
     def effective_accesses(self, e: E.Expr) -> dict[tuple[str, tuple[IndexForm, ...]], int]:
         """The accesses of `e` with the inlined stages substituted, counted per (source, the
         form of each of its indices): what `E.accesses` of the substituted tree would list."""
-        return self.context.access_forms(e)
+        return dict(self.context.stage_access_forms(e))
 
     def inline_closure(self, stage: str) -> frozenset[str]:
         """The inlined stages substituted into `stage`'s definitions (those it reads through
@@ -151,11 +151,10 @@ class LoopNest:
         return self.context.stage_key(stage)
 
 
-@dataclass(frozen=True)
-class IndexForm:
+class IndexForm(NamedTuple):
     """One index of an access once inlined stages are substituted: its value when it is a
     constant (else None), its affine form (`E.affine`, frozen: ((var, coefficient), ...),
-    constant) or None, and the variables it uses."""
+    constant) or None, and the variables it uses. (A tuple: it keys many memos.)"""
 
     const: tuple[E.Number] | None
     affine: tuple[tuple[tuple[str, int], ...], int] | None
@@ -293,6 +292,16 @@ class _Caches:
         # Expressions the memos may key by identity: the stages' own (alive with the pipeline).
         self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
         self._skeleton: dict[int, tuple[E.Access, ...]] = {}
+        self._aff: dict[int, _Aff | None] = {}
+        # Stages whose every index is an `_Aff` (no clamp, select, division or data-dependent index).
+        self.simple = {s.name: all(self.aff(ix) is not None for a in _all_accesses(s) for ix in a.index) for s in p.stages}
+
+    def aff(self, e: E.Expr) -> _Aff | None:
+        """`_aff(e)` for a part of a stage's expression (memoized by identity)."""
+        k = id(e)
+        if k not in self._aff:
+            self._aff[k] = _aff(e)
+        return self._aff[k]
 
     def skeleton(self, e: E.Expr) -> tuple[E.Access, ...]:
         """The accesses of `e` that are not inside another access, in walk order (`e` is a
@@ -332,6 +341,10 @@ class _Lin:
 _ZERO = _Lin(0, {}, {}, {}, ())
 
 
+def _all_accesses(s: Stage) -> list[E.Access]:
+    return [a for ex in s.exprs() for a in E.accesses(ex)]
+
+
 def _dedupe(items: Iterable[Hashable]) -> tuple:
     return tuple(dict.fromkeys(items))
 
@@ -342,16 +355,64 @@ def _addmul(dst: dict, src: dict, m: int) -> None:
             dst[k] = dst.get(k, 0) + v * m
 
 
-def _directives_key(ds: list) -> tuple:
-    """A hashable copy of a directive list (dict order kept: a different order of the same
-    arguments is only a cache miss)."""
-    out = []
-    for d in ds:
-        if isinstance(d, dict):
-            out.append(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
-        else:
-            out.append(repr(d))
-    return tuple(out)
+class _Aff(NamedTuple):
+    """An index made of variables, integer constants, + and -, and products with an integer
+    constant. `E.bounds` of such a tree is exactly (c + sum(P*lo - N*hi), c + sum(P*hi - N*lo))
+    over its variables, where P and N add up the positive and the negative multiples with
+    which each variable occurs, so it composes through inlined stages (substituting an
+    index for a variable) without building the tree, and `E.affine` of it is ({v: P - N}, c)."""
+
+    kind: str  # "const" (a constant node), "var" (a bare variable) or "tree"
+    c: int
+    terms: tuple[tuple[str, int, int], ...]  # (variable, P, N), sorted, P + N > 0
+    variables: frozenset[str]  # every variable it uses (a zero multiple too: its range still counts)
+
+
+def _lincomb(c: int, parts: Iterable[tuple[_Aff, int, int]], variables: frozenset[str]) -> _Aff:
+    """c + the parts, each (index, multiple of its P, multiple of its N) added to P (and
+    symmetrically to N: a negative multiple swaps a variable's lowest and highest)."""
+    acc: dict[str, tuple[int, int]] = {}
+    for r, sp, sn in parts:
+        for v, pp, nn in r.terms:
+            p0, n0 = acc.get(v, (0, 0))
+            acc[v] = (p0 + sp * pp + sn * nn, n0 + sp * nn + sn * pp)
+    return _Aff("tree", c, tuple(sorted((v, pp, nn) for v, (pp, nn) in acc.items() if pp or nn)), variables)
+
+
+def _aff(e: E.Expr) -> _Aff | None:
+    """The `_Aff` of index `e`, or None when it is not of that form."""
+    if isinstance(e, E.Const):
+        return _Aff("const", e.value, (), frozenset()) if type(e.value) is int else None
+    if isinstance(e, E.Var):
+        return _Aff("var", 0, ((e.name, 1, 0),), frozenset((e.name,)))
+    if isinstance(e, E.BinOp) and e.op in ("+", "-", "*"):
+        a, b = _aff(e.a), _aff(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "+":
+            return _lincomb(a.c + b.c, ((a, 1, 0), (b, 1, 0)), a.variables | b.variables)
+        if e.op == "-":
+            return _lincomb(a.c - b.c, ((a, 1, 0), (b, 0, 1)), a.variables | b.variables)
+        for k, o in ((e.a, b), (e.b, a)):  # a product needs a constant factor, as in E.affine
+            if isinstance(k, E.Const):
+                f = k.value
+                return _lincomb(f * o.c, ((o, f, 0) if f >= 0 else (o, 0, -f),), a.variables | b.variables)
+    return None
+
+
+def _compose(t: _Aff, env: dict[str, _Aff]) -> _Aff:
+    """`t` with `env`'s indices substituted for its variables."""
+    if t.kind == "var":
+        return env[t.terms[0][0]]
+    if t.kind == "const":
+        return t
+    c = t.c + sum((pp - nn) * env[v].c for v, pp, nn in t.terms)
+    return _lincomb(c, ((env[v], pp, nn) for v, pp, nn in t.terms), frozenset().union(*(env[v].variables for v in t.variables)))
+
+
+def _index_form(r: _Aff) -> IndexForm:
+    aff = (tuple((v, pp - nn) for v, pp, nn in r.terms if pp != nn), r.c)
+    return IndexForm((r.c,) if r.kind == "const" else None, aff, r.variables)
 
 
 class _Nest:
@@ -393,6 +454,8 @@ class _Nest:
         self.pid: dict[str, int] = {}
         self.loop_index: dict[str, dict[str, int]] = {}
         self._keys: dict[str, Hashable] = {}
+        self._regions: dict[tuple[str, str, int], tuple[int, ...]] = {}
+        self._simple_memo: dict[str, bool] = {}  # features, the analytic model and edges ask the same
         self._stored: dict[str, list[str]] | None = None
         # Consumers before producers: a compute_at region depends on the consumer's loops.
         for name in reversed(_topo(p)):
@@ -422,7 +485,9 @@ class _Nest:
         s = p.stage(name)
         ss = self.sched.of(name)
         store_root = ss.store() == {"kind": "store_root"}
-        key: tuple = (name, place.compute, _directives_key(ss.pure), _directives_key(ss.update))
+        # The directives' text is their content (dict order included: another order of the
+        # same arguments is only a cache miss), and repr is the cheapest hashable copy.
+        key: tuple = (name, place.compute, repr(ss.pure), repr(ss.update))
         if place.compute == "at":
             key += self._site_key(name, place.at)  # type: ignore[arg-type]
         if place.store is not None and not store_root:
@@ -464,6 +529,13 @@ class _Nest:
         """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once:
         by the consumer itself (through inlined stages) and by any stage computed at one of
         those loops that reads the producer (whose own need is found the same way)."""
+        key = (producer, consumer, loop_idx)
+        out = self._regions.get(key)
+        if out is None:
+            out = self._regions[key] = self._region_needed(producer, consumer, loop_idx)
+        return out
+
+    def _region_needed(self, producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
         p, pl = self.p, self.pl
         cs = p.stage(consumer)
         inner = pl[consumer].loops[loop_idx + 1 :]  # loop_idx -1: all of one realization
@@ -502,6 +574,8 @@ class _Nest:
         """(lowest, highest) index per axis over every access to `source` in `stage`'s
         substituted definitions, unclipped; () when there is none. Memoized by the ranges:
         the stencils of a chain of inlined stages meet the same shifted ranges many times."""
+        if self._simple(stage) and all(r is None or (type(r[0]) is int and type(r[1]) is int) for r in ranges):
+            return self._affine_hull(stage, source, ranges, shape)
         key = (stage, source, ranges, self.closure[stage])
         hit = self.c.hulls.get(key)
         if hit is not None:
@@ -513,6 +587,81 @@ class _Nest:
         for ex in (s.value,) if stage in self.inlined else s.exprs():  # an inlined stage's value is what is substituted
             self._collect(ex, env, source, lo, hi, shape)
         return self.c.hulls.put(key, (tuple(lo), tuple(hi)) if lo and lo[0] != math.inf else _NONE)
+
+    def _simple(self, stage: str) -> bool:
+        """Are `stage`'s indices, and those of every inlined stage substituted into it, `_Aff`s?"""
+        s = self._simple_memo.get(stage)
+        if s is None:
+            simple = self.c.simple
+            s = self._simple_memo[stage] = simple[stage] and all(simple[j] for j in self.closure[stage])
+        return s
+
+    def _composed(self, stage: str, k: int) -> dict[tuple[str, tuple[_Aff, ...]], int]:
+        """The accesses of `stage`'s k-th expression (0: value, 1: update) with inlined stages
+        substituted, counted per (source, composed indices); `stage` is `_simple`."""
+        key = ("composed", stage, k, self.closure[stage])
+        hit = self.c.accesses.get(key)
+        if hit is not None:
+            return hit
+        out: dict[tuple[str, tuple[_Aff, ...]], int] = {}
+        for a in self.c.skeleton(self.p.stage(stage).exprs()[k]):
+            reps = tuple(self.c.aff(ix) for ix in a.index)
+            if a.source in self.inlined:
+                env = dict(zip(self.c.dims[a.source], reps))
+                for (src, idx), n in self._composed(a.source, 0).items():
+                    key2 = (src, tuple(_compose(r, env) for r in idx))  # type: ignore[arg-type]
+                    out[key2] = out.get(key2, 0) + n
+            else:
+                out[(a.source, reps)] = out.get((a.source, reps), 0) + 1  # type: ignore[index]
+        return self.c.accesses.put(key, out)
+
+    def _groups(self, stage: str, source: str) -> tuple:
+        """Per axis of `source`: its composed indices in `stage`, grouped by their terms and
+        variables (the constant alone differs: keep the least and the greatest)."""
+        key = ("groups", stage, source, self.closure[stage])
+        hit = self.c.accesses.get(key)
+        if hit is not None:
+            return hit
+        exprs = 1 if stage in self.inlined else len(self.p.stage(stage).exprs())
+        axes: list[dict] = []
+        for k in range(exprs):
+            for (src, idx), _ in self._composed(stage, k).items():
+                if src != source:
+                    continue
+                if not axes:
+                    axes = [{} for _ in idx]
+                for ax, r in zip(axes, idx):
+                    g = (r.terms, r.variables)
+                    lo, hi = ax.get(g, (r.c, r.c))
+                    ax[g] = (min(lo, r.c), max(hi, r.c))
+        out = tuple(tuple((terms, vs, lo, hi) for (terms, vs), (lo, hi) in ax.items()) for ax in axes)
+        return self.c.accesses.put(key, out)  # type: ignore[arg-type]
+
+    def _affine_hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
+        """`_hull` of a `_simple` stage: the bounds of each composed index, evaluated in closed form."""
+        groups = self._groups(stage, source)
+        if not groups:
+            return _NONE
+        env = dict(zip(self.c.vars[stage], ranges))
+        lo, hi = [], []
+        for ax, n in zip(groups, shape):
+            a, b = math.inf, -math.inf
+            for terms, vs, cmin, cmax in ax:
+                if any(env.get(v) is None for v in vs):  # data-dependent: the whole axis
+                    x, y = 0, n - 1
+                else:
+                    x, y = cmin, cmax
+                    for v, pp, nn in terms:
+                        r0, r1 = env[v]
+                        x += pp * r0 - nn * r1
+                        y += pp * r1 - nn * r0
+                if x < a:
+                    a = x
+                if y > b:
+                    b = y
+            lo.append(a)
+            hi.append(b)
+        return (tuple(lo), tuple(hi))
 
     def _collect(self, e: E.Expr, env: dict, source: str, lo: list, hi: list, shape: tuple[int, ...]) -> None:
         for a in self.c.skeleton(e):
@@ -556,6 +705,14 @@ class _Nest:
         return self.bounds(self.p.stage(a.source).value, inner)
 
     # --- effective expressions, composed -------------------------------------------------
+    def _owner(self, e: E.Expr) -> tuple[str, int] | None:
+        """(stage, index in its exprs()) when `e` is a stage's own expression (memos may key
+        by it), else None."""
+        owner = self.c.owner.get(id(e))
+        if owner is None or self.p.stage(owner[0]).exprs()[owner[1]] is not e:
+            return None
+        return owner
+
     def lin(self, e: E.Expr, keep: str | None = None) -> _Lin:
         """`_Lin` of `e` with the inlined stages (except `keep`) substituted."""
         inl, clos = self.inlined, self.closure.__getitem__
@@ -569,8 +726,8 @@ class _Nest:
                     memo[name] = frozenset().union(*parts)
                 return memo[name]
 
-        owner = self.c.owner.get(id(e))
-        if owner is None or self.p.stage(owner[0]).exprs()[owner[1]] is not e:
+        owner = self._owner(e)
+        if owner is None:
             return self._lin(e, inl, clos)
         key = ("expr", owner, clos(owner[0]))
         hit = self.c.lin.get(key)
@@ -666,6 +823,23 @@ class _Nest:
         if hit is None:
             hit = self.c.forms.put(key, self.index_form(self.p.stage(a.source).value, dict(zip(self.c.dims[a.source], forms))))
         return hit
+
+    def stage_access_forms(self, e: E.Expr) -> dict[tuple[str, tuple[IndexForm, ...]], int]:
+        """`access_forms(e)`, memoized when `e` is one of the stages' own expressions."""
+        owner = self._owner(e)
+        if owner is None:
+            return self.access_forms(e)
+        key = ("expr", owner, self.closure[owner[0]])
+        hit = self.c.accesses.get(key)
+        if hit is not None:
+            return hit
+        if not self._simple(owner[0]):
+            return self.c.accesses.put(key, self.access_forms(e))
+        out: dict[tuple[str, tuple[IndexForm, ...]], int] = {}
+        for (src, idx), n in self._composed(*owner).items():
+            k = (src, tuple(_index_form(r) for r in idx))
+            out[k] = out.get(k, 0) + n
+        return self.c.accesses.put(key, out)
 
     def access_forms(self, e: E.Expr, env: dict[str, IndexForm] | None = None) -> dict[tuple[str, tuple[IndexForm, ...]], int]:
         """Accesses of `e` with inlined stages substituted, counted per (source, index forms)."""

@@ -3,7 +3,8 @@
 For each pipeline (zoo, full size; optionally an imported ResNet-50): (a) fresh random
 schedules (engine.sampler.sample_schedule) and (b) one-stage mutations of a schedule
 (engine.sampler.mutate, each of the previous one: what a search walks). The schedules are
-drawn before timing; only `model.predict(pipeline, schedule)` is timed. Caches start empty
+drawn before timing; timed are `model.predict(pipeline, schedule)` and, apart, what it spends
+on features (`loopnest.build` with validation, then `features.featurize`). Caches start empty
 at each round (engine.features.clear_caches where it exists) and stay warm within a round.
 
     .venv/bin/python tools/bench_predict.py [--n 40] [--rounds 3] [--resnet50] [pipeline ...]
@@ -17,10 +18,11 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine import features as F
-from engine import zoo
+from engine import loopnest, zoo
 from engine.costmodel import default_model
 from engine.ir import Pipeline
 from engine.sampler import mutate, sample_schedule
@@ -48,18 +50,27 @@ def _clear(p: Pipeline) -> None:
         clear(p)
 
 
-def rate(p: Pipeline, scheds: list, rounds: int, warm: Schedule | None = None) -> float:
-    """Median over rounds of predictions per second of `scheds` (after predicting `warm`,
+def predict(p: Pipeline, s: Schedule) -> object:
+    return default_model().predict(p, s)
+
+
+def featurize(p: Pipeline, s: Schedule) -> object:
+    """What the default model's prediction spends on features: the loop nest (validation
+    included) and its feature arrays."""
+    return F.featurize(loopnest.build(p, s))
+
+
+def rate(fn: Callable[[Pipeline, Schedule], object], p: Pipeline, scheds: list, rounds: int, warm: Schedule | None = None) -> float:
+    """Median over rounds of calls per second of `fn` on `scheds` (after one on `warm`,
     untimed: a search has predicted the schedule it mutates)."""
-    m = default_model()
     out = []
     for _ in range(rounds):
         _clear(p)
         if warm is not None:
-            m.predict(p, warm)
+            fn(p, warm)
         t = time.perf_counter()
         for s in scheds:
-            m.predict(p, s)
+            fn(p, s)
         out.append(len(scheds) / (time.perf_counter() - t))
     return statistics.median(out)
 
@@ -82,11 +93,17 @@ def main() -> None:
         while len(chain) <= args.n:
             chain.append(mutate(p, chain[-1], rng))
         m.predict(p, fresh[0])  # imports, model load
-        res = {"stages": len(p.stages), "fresh_per_s": round(rate(p, fresh, args.rounds), 1)}
-        res["mutation_per_s"] = round(rate(p, chain[1:], args.rounds, warm=chain[0]), 1)
+        res: dict[str, float] = {"stages": len(p.stages)}
+        for what, fn in (("predict", predict), ("featurize", featurize)):
+            res[f"{what}_fresh_per_s"] = round(rate(fn, p, fresh, args.rounds), 1)
+            res[f"{what}_mutation_per_s"] = round(rate(fn, p, chain[1:], args.rounds, warm=chain[0]), 1)
         results[p.name] = res
-        line = f"{p.name:14s} stages {res['stages']:4d}  fresh {res['fresh_per_s']:9.1f}/s  mutation {res['mutation_per_s']:9.1f}/s"
-        print(line, flush=True)
+        print(
+            f"{p.name:14s} stages {len(p.stages):4d}  predict: fresh {res['predict_fresh_per_s']:8.1f}/s mutation "
+            f"{res['predict_mutation_per_s']:8.1f}/s   featurize: fresh {res['featurize_fresh_per_s']:8.1f}/s mutation "
+            f"{res['featurize_mutation_per_s']:8.1f}/s",
+            flush=True,
+        )
     print(json.dumps({"model": m.name, "n": args.n, "rounds": args.rounds, "results": results}, indent=1))
 
 
