@@ -217,16 +217,18 @@ class SearchContext:
             t = time.perf_counter()
             m = self._measure_fn(self.p, s, **({"timeout_s": self.timeout_s()} if self._timeout_kw else {}))
             self.measure_s += time.perf_counter() - t
-            ok = bool(m.ok and m.verified and m.median_ms is not None)
+            ms = m.median_ms if m.ok and m.verified else None  # None: failed, not verified or not timed
+            ok = ms is not None
             err = None if ok else (m.error or "not verified")
-            trial = Trial(len(self.trials), s, pred, m.median_ms if ok else None, ok, err, self.elapsed())
+            trial = Trial(len(self.trials), s, pred, ms, ok, err, self.elapsed())
             self.trials.append(trial)
             self.measured[h] = trial
-            if ok and (self.best is None or trial.measured_ms < self.best.measured_ms):  # type: ignore[operator]
+            best_ms = self.best.measured_ms if self.best is not None else None
+            if ms is not None and (best_ms is None or ms < best_ms):
                 self.best = trial
-            if ok and hasattr(self.model, "observe"):
+            if ms is not None and hasattr(self.model, "observe"):
                 t = time.perf_counter()
-                self.model.observe(self.p, s, float(m.median_ms))  # type: ignore[attr-defined]
+                self.model.observe(self.p, s, float(ms))
                 self.model_s += time.perf_counter() - t
                 self.predicted.clear()  # the model changed: predictions are stale
             self._report(trial)

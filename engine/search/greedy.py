@@ -62,7 +62,9 @@ def measure_new(ctx: SearchContext, ranked: list[tuple[float, Schedule]], n: int
     """Measure the first `n` (predicted ms, schedule) of `ranked` not measured yet, skipping
     near-duplicates: a schedule predicted within DISTINCT of one already picked most likely
     differs from it only in a stage that costs nothing (one measurement says as much)."""
-    seen, picked, new = set(), [], []
+    seen: set[str] = set()
+    picked: list[float] = []
+    new: list[Schedule] = []
     for ms, s in ranked:
         h = s.content_hash()
         if h in ctx.measured or h in seen or any(abs(ms - q) <= DISTINCT * q for q in picked):

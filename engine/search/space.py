@@ -126,7 +126,8 @@ def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule,
     cand = StageSchedule(sampler.location_directives(loc) + keep, [dict(d) for d in ref.update])
     if sampler.still_legal(p, partial, name, cand):
         return cand
-    return (options_at(p, partial, name, rng, 1, [loc]) or [None])[0]
+    found = options_at(p, partial, name, rng, 1, [loc])
+    return found[0] if found else None
 
 
 def with_decision(partial: Schedule, name: str, ss: StageSchedule) -> Schedule:

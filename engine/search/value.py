@@ -153,12 +153,19 @@ class ValueFunction:
 
 def _surprise(ctx: SearchContext) -> dict[str, float]:
     """Schedule hash -> log(measured / predicted) minus its mean over the run's verified trials."""
-    r = {t.schedule.content_hash(): math.log(t.measured_ms / t.predicted_ms) for t in ctx.trials if _usable(t)}
+    r: dict[str, float] = {}
+    for t in ctx.trials:
+        ms = _usable_ms(t)
+        if ms is not None:
+            r[t.schedule.content_hash()] = math.log(ms / t.predicted_ms)
     if not r:
         return {}
     mean = sum(r.values()) / len(r)
     return {h: v - mean for h, v in r.items()}
 
 
-def _usable(t: Trial) -> bool:
-    return t.verified and t.measured_ms is not None and t.measured_ms > 0 and 0 < t.predicted_ms < math.inf
+def _usable_ms(t: Trial) -> float | None:
+    """The trial's measured ms where it compares with its prediction (verified, both positive
+    and finite), else None."""
+    ms = t.measured_ms
+    return ms if t.verified and ms is not None and ms > 0 and 0 < t.predicted_ms < math.inf else None
