@@ -159,29 +159,39 @@ def test_a_fully_inlined_harris_composes_the_same_regions():
 def _edge_pipeline():
     """Inlined stages that drop an index (`half` ignores y), read data-dependent indices
     (`gather` indexes `a` by a value of `half`), and multiply two variables that a consumer
-    substitutes a constant for (`prod` at (0, y) is affine, at (x, 1) too, in general not)."""
-    a = Input("a", (16, 16))
+    substitutes a constant for (`prod` at (0, y) is affine, at (x, 1) too, in general not);
+    and the closed form of affine indices: negative multiples and a variable minus itself
+    (`neg`, whose interval is wider than its values), composed through `shift`."""
+    a = Input("a", (32, 32))
     x, y = E.Var("x"), E.Var("y")
     dims = (Dim("y", 4), Dim("x", 4))
     half = Stage("half", dims, E.Access("a", (x, E.Const(0))) * 2.0)
     prod = Stage("prod", dims, E.Access("a", (x * y, y - y + 3)))
     gather = Stage("gather", dims, E.Access("a", (E.Access("half", (y, x)), x)) + E.Access("half", (E.Access("half", (x, y)), y)))
+    neg = Stage("neg", (Dim("y", 8), Dim("x", 8)), E.Access("a", (E.Const(7) - x, E.Const(-1) * y + 14 + (y - y))))
+    shift = Stage("shift", dims, E.Access("neg", (y, E.Const(3) - x)) + E.Access("neg", ((y - y) + 3, 2 * x)))
     reads = [
         E.Access("gather", (y, x)),
         E.Access("prod", (E.Const(0), y)),
         E.Access("prod", (x, E.Const(1))),
         E.Access("half", (y, x + 1 - 1)),
+        E.Access("shift", (3 - y, x)),
+        E.Access("neg", (x, y)),
     ]
-    out = Stage("out", dims, reads[0] + reads[1] + reads[2] + reads[3])
-    return Pipeline("edges", [a], [half, prod, gather, out], ["out"])
+    out = Stage("out", dims, reads[0] + reads[1] + reads[2] + reads[3] + reads[4] + reads[5])
+    return Pipeline("edges", [a], [half, prod, gather, neg, shift, out], ["out"])
 
 
 def test_edge_cases_of_substitution():
     p = _edge_pipeline()
-    for inl in ([], ["half"], ["prod"], ["half", "prod"], ["half", "prod", "gather"], ["gather"]):
+    subsets = ([], ["half"], ["prod"], ["half", "prod"], ["half", "prod", "gather"], ["gather"], ["neg"], ["shift"], ["neg", "shift"])
+    for inl in subsets + (["shift", "neg@y"], ["half", "shift@y", "neg@y"], ["shift@x", "neg@y"]):
         s = Schedule()
         for n in inl:
-            S(s, n).compute_inline()
+            if "@" in n:  # computed at a loop of out (both: siblings whose needs join)
+                S(s, n.split("@")[0]).compute_at("out", n.split("@")[1])
+            else:
+                S(s, n).compute_inline()
         S(s, "out").vectorize("x", 4)
         check_against_substitution(p, s)
         F.clear_caches(p)
