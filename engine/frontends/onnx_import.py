@@ -349,8 +349,8 @@ def _fold_batchnorms(nodes: list[Node], env: dict[str, Any], graph_outputs: set[
             continue
         w = env.get(conv.inputs[1])
         b = env.get(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
-        params = [env.get(i) for i in bn.inputs[1:5]]
-        if not isinstance(w, np.ndarray) or not all(isinstance(p, np.ndarray) for p in params):
+        params = [p for p in (env.get(i) for i in bn.inputs[1:5]) if isinstance(p, np.ndarray)]
+        if not isinstance(w, np.ndarray) or len(params) != 4:  # scale, B, mean, var: all constants
             continue
         if len(conv.inputs) > 2 and conv.inputs[2] and not isinstance(b, np.ndarray):
             continue
@@ -359,7 +359,8 @@ def _fold_batchnorms(nodes: list[Node], env: dict[str, Any], graph_outputs: set[
         if any(x.shape != (c,) for x in per_channel):
             shapes = [list(x.shape) for x in per_channel]
             raise ValueError(f"BatchNormalization {bn.hint!r} after Conv {conv.hint!r}: parameter shapes {shapes}, Conv channels {c}")
-        w2, b2 = fold_batchnorm(w, b, *params, float(bn.attrs.get("epsilon", 1e-5)))
+        gamma, beta, mean, var = params
+        w2, b2 = fold_batchnorm(w, b, gamma, beta, mean, var, float(bn.attrs.get("epsilon", 1e-5)))
         wname, bname = f"{conv.hint}::bn_folded_W", f"{conv.hint}::bn_folded_B"
         env[wname], env[bname] = w2, b2
         conv.inputs = [conv.inputs[0], wname, bname]
@@ -416,6 +417,8 @@ def _rewired(node: Node) -> Any:
 def _fold(node: Node, ins: list[Value | None], em: Emitter, opset: int) -> list[np.ndarray]:
     """Evaluate a node on constants (shape ops read the static shape of data tensors)."""
     if node.op in SHAPE_OPS:
+        if ins[0] is None:
+            raise ValueError(f"{node.op} {node.hint!r} has no input")
         shape = em.shape(ins[0])
         if node.op == "Size":
             return [np.array(int(np.prod(shape)), dtype=np.int64)]
