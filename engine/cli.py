@@ -21,8 +21,9 @@ from .bench_models import add_parser as add_bench_models_parser
 from .bench_search import add_parser as add_bench_search_parser
 from .database import Database, DatabaseError
 from .frontends.common import ModelImportError
-from .halide_backend import AUTOSCHEDULERS, lowered_stmt
+from .halide_backend import AUTOSCHEDULERS
 from .ir import PipelineError
+from .isolated import CompilerCrashError, lowered_stmt
 from .loopnest import build as build_loopnest
 from .measure import Measurement, Runner
 from .schedule import ScheduleError, to_source
@@ -194,7 +195,7 @@ def cmd_autoschedule(args: argparse.Namespace) -> int:
 def cmd_lower(args: argparse.Namespace) -> int:
     p = api.load_pipeline(args.pipeline, args.size)
     s = api.load_schedule(p, args.schedule)
-    text = lowered_stmt(p, s)
+    text = lowered_stmt(p, s)  # in a child process: a compiler crash cannot take the CLI down
     if args.html:
         Path(args.html).write_text(lowered_stmt(p, s, html=True))
     _print(args, {"pipeline": p.name, "schedule_hash": s.content_hash(), "stmt": text, "html": args.html}, text)
@@ -285,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
-    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, DatabaseError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, CompilerCrashError, DatabaseError, OSError) as exc:
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # always one line
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
