@@ -429,6 +429,7 @@ class _Nest:
         pl: dict[str, Placement] = {}
         self.pl = pl
         self.at_of: dict[str, list[str]] = {}  # consumer -> stages computed at its loops, in stage order
+        self.store_root: set[str] = set()
         kinds = {"compute_inline": "inline", "compute_root": "root", "compute_at": "at"}
         for s in p.stages:
             ss = sched.of(s.name)
@@ -440,6 +441,8 @@ class _Nest:
             )  # fmt: skip
             if kind == "at":
                 self.at_of.setdefault(comp["consumer"], []).append(s.name)
+            if st == {"kind": "store_root"}:
+                self.store_root.add(s.name)
         self.inlined = frozenset(n for n, q in pl.items() if q.compute == "inline")
         for s in p.stages:  # who absorbs each inlined stage
             for prod in c.producers[s.name]:
@@ -484,7 +487,7 @@ class _Nest:
         place = pl[name]
         s = p.stage(name)
         ss = self.sched.of(name)
-        store_root = ss.store() == {"kind": "store_root"}
+        store_root = name in self.store_root
         # The directives' text is their content (dict order included: another order of the
         # same arguments is only a cache miss), and repr is the cheapest hashable copy.
         key: tuple = (name, place.compute, repr(ss.pure), repr(ss.update))
@@ -494,13 +497,13 @@ class _Nest:
             key += ("store",) + self._site_key(name, place.store)
         hit = c.placements.get(key)
         if hit is None:
-            hit = c.placements.put(key, (c.new_id(), self._compute_placement(name, store_root)))
-        pid, (region, realizations, allocation, loops, pure_loops) = hit
+            fields = self._compute_placement(name, store_root)
+            hit = c.placements.put(key, (c.new_id(), fields, {lp.name: k for k, lp in enumerate(fields[3])}))
+        pid, (region, realizations, allocation, loops, pure_loops), self.loop_index[name] = hit
         self.pid[name] = pid
         place.region, place.realizations, place.allocation = region, realizations, allocation
         place.pure_loops = list(pure_loops)
         place.loops = list(loops) if s.is_reduction else place.pure_loops
-        self.loop_index[name] = {lp.name: k for k, lp in enumerate(loops)}
 
     def _compute_placement(self, name: str, store_root: bool) -> tuple:
         p, pl = self.p, self.pl
