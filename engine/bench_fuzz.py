@@ -240,7 +240,8 @@ class _Mutator:
     makes the schedule invalid, the reason."""
 
     def __init__(self, rng: random.Random, p: Pipeline, body: dict[str, Any]) -> None:
-        self.r, self.p, self.d = rng, p, body
+        self.r, self.p = rng, p
+        self.d: Any = body  # any JSON value: top_level turns it into a list, a string or None
         self.tags: list[str] = []
         self.reasons: list[str] = []
         self.names = [s.name for s in p.stages]
@@ -270,11 +271,13 @@ class _Mutator:
 
     def _directives(self, pred: Callable[[Any], bool] = lambda x: True) -> list[tuple[list[Any], int]]:
         stages = self.d.get("stages") if isinstance(self.d, dict) else None
-        out = []
+        out: list[tuple[list[Any], int]] = []
         for sd in stages.values() if isinstance(stages, dict) else []:
             for key in ("pure", "update"):
                 lst = sd.get(key) if isinstance(sd, dict) else None
-                for k, x in enumerate(lst if isinstance(lst, list) else []):
+                if not isinstance(lst, list):
+                    continue
+                for k, x in enumerate(lst):
                     if pred(x):
                         out.append((lst, k))
         return out
@@ -372,10 +375,10 @@ class _Mutator:
             st = self._stage()
             assert st is not None
             dim = self._dims(st)[-1]
-            lst = self._list(st)
-            if lst is None:
+            target = self._list(st)
+            if target is None:
                 return False
-            lst.insert(0, {"kind": "split", "loop": dim, "outer": f"{dim}_o", "inner": f"{dim}_i", "factor": f})
+            target.insert(0, {"kind": "split", "loop": dim, "outer": f"{dim}_o", "inner": f"{dim}_i", "factor": f})
         self._bad(f"factor {f!r}")
         self.tags.append(f"bad_factor:{f!r}")
         return True
@@ -527,7 +530,8 @@ class _Mutator:
         if lst is None:
             return False
         kind = self.r.choice(["compute_root", "compute_root", "compute_inline", "store_root"])
-        extra = self.r.choice([{"factor": 8}, {"tail": "guard_with_if"}, {"factor": 4, "tail": "round_up"}])
+        extras: list[dict[str, Any]] = [{"factor": 8}, {"tail": "guard_with_if"}, {"factor": 4, "tail": "round_up"}]
+        extra = self.r.choice(extras)
         lst.append({"kind": kind, **extra})
         self._bad(f"{'/'.join(extra)} on {kind}")
         self.tags.append(f"root_extras:{kind}")
@@ -570,7 +574,7 @@ class _Mutator:
         if not isinstance(stages, dict):
             return False
         st = self._stage()
-        v = self.r.choice(
+        v: object = self.r.choice(
             [
                 {"pure": "compute_root"},
                 {"pure": {"kind": "compute_root"}},
@@ -944,14 +948,15 @@ class _Models:
             node.attribute.remove(a)
             return f"attr:{node.op_type}.{a.name}:removed", f"{where} removed"
         if variant == "retype":
-            new = self.onnx.helper.make_attribute(a.name, rng.choice([1.5, "x", [1.5, 2.5]]))
+            retyped = self.onnx.helper.make_attribute(a.name, rng.choice([1.5, "x", [1.5, 2.5]]))
             node.attribute.remove(a)
-            node.attribute.append(new)
-            return f"attr:{node.op_type}.{a.name}:retyped", f"{where} retyped to {self.onnx.helper.get_attribute_value(new)!r}"
+            node.attribute.append(retyped)
+            return f"attr:{node.op_type}.{a.name}:retyped", f"{where} retyped to {self.onnx.helper.get_attribute_value(retyped)!r}"
         if variant == "unknown":
             node.attribute.append(self.onnx.helper.make_attribute("bogus", 1))
             return f"attr:{node.op_type}.bogus:added", f"{node.op_type} node {node.name!r}: unknown attribute 'bogus' added"
         old = self.onnx.helper.get_attribute_value(a)
+        new: list[int] | int | float  # the attribute's new value, of its type
         if a.type == A.INTS:
             vals = list(a.ints)
             v = rng.choice(
@@ -985,6 +990,7 @@ class _Models:
         a = node.attribute[0]
         arr = numpy_helper.to_array(a.t)
         flat = arr.reshape(-1).copy()
+        new: np.ndarray
         if arr.dtype.kind in "iu":
             v = rng.choice(["one_bad", "append", "drop", "empty", "minus_ones"])
             if v == "one_bad" and flat.size:
@@ -1140,7 +1146,8 @@ class _CliFixtures:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        f = self.files = {}
+        self.files: dict[str, Path] = {}
+        f = self.files
         (tmp / "a_dir").mkdir()
         (tmp / "dir.onnx").mkdir()
         f["<dir>"] = tmp / "a_dir"
@@ -1513,7 +1520,7 @@ def _confirm(rep: FuzzReport, p: Pipeline, s: Schedule, case: ScheduleCase, cat:
 
 def _recheck(rep: FuzzReport, db: Database, timeout_s: float) -> None:
     """Recompute every stored verified measurement in separate processes and compare."""
-    items = []
+    items: list[dict[str, Any]] = []
     for m in db.measurements():
         pj = db.conn.execute("SELECT json FROM pipelines WHERE hash=?", (m.pipeline_hash,)).fetchone()
         sj = db.conn.execute("SELECT json FROM schedules WHERE hash=?", (m.schedule_hash,)).fetchone()
