@@ -9,7 +9,7 @@ bounded by interval arithmetic for footprints.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,7 +262,10 @@ def flops(e: Expr) -> int:
 Interval = tuple[float, float]
 
 
-def bounds(e: Expr, ranges: dict[str, Interval | None], access: Callable[[Access, dict], Interval | None] | None = None) -> Interval | None:
+AccessBounds = Callable[[Access, Mapping[str, Interval | None]], Interval | None]
+
+
+def bounds(e: Expr, ranges: Mapping[str, Interval | None], access: AccessBounds | None = None) -> Interval | None:
     """Inclusive interval of an integer index expression given variable ranges.
 
     Returns None where the value depends on data (an access inside an index). `access`,

@@ -190,7 +190,7 @@ def _pattern(a: E.Access, s: Stage, offsets: dict[str, set]) -> str:
     if any(x is None for x in aff):
         return "nonaffine"
     rvars = {r.name for r in s.rdom}
-    if any(v in rvars for co, _ in aff for v in co):  # type: ignore[union-attr]
+    if any(v in rvars for co, _ in aff for v in co):  # type: ignore[misc]
         return "reduction"
     pure = [d.name for d in s.dims]
     cols: list[int] = []
@@ -474,7 +474,7 @@ def edge_index_and_features(nest: LoopNest, log: bool = True) -> tuple[np.ndarra
         pk, ck = pls[prod].compute, pls[cons].compute
         # What the row reads: the two placements' kinds, and the consumer's loops and
         # surroundings for the bytes (only when neither is inlined).
-        key = (prod, cons, pk, pk == "at" and pls[prod].at[0] == cons, ck)  # type: ignore[index]
+        key: tuple = (prod, cons, pk, pk == "at" and pls[prod].at[0] == cons, ck)  # type: ignore[index]
         if pk != "inline" and ck != "inline":
             key += (nest.stage_key(cons),)
         row = cache.edge_rows.get(key)

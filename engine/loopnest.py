@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar, cast
 
 from . import expr as E
 from . import loops as L
@@ -284,6 +284,7 @@ class _Caches:
         self.lin: LRU[tuple, _Lin] = LRU(EXPR_CACHE)  # (expression, closure) -> summary
         self.forms: LRU[tuple, IndexForm] = LRU(EXPR_CACHE)  # (stage, index forms, closure) -> form of its value
         self.accesses: LRU[tuple, dict] = LRU(EXPR_CACHE)  # (expression, index forms, closure) -> access forms
+        self.groups: LRU[tuple, tuple] = LRU(EXPR_CACHE)  # (stage, source, closure) -> per-axis index groups
         self.ids = itertools.count()
         self.producers = {s.name: tuple(p.producers(s.name)) for s in p.stages}
         self.consumers = {s.name: tuple(c for c in p.consumers(s.name) if c in p.stage_map) for s in p.stages}
@@ -395,7 +396,7 @@ def _aff(e: E.Expr) -> _Aff | None:
             return _lincomb(a.c - b.c, ((a, 1, 0), (b, 0, 1)), a.variables | b.variables)
         for k, o in ((e.a, b), (e.b, a)):  # a product needs a constant factor, as in E.affine
             if isinstance(k, E.Const):
-                f = k.value
+                f = int(k.value)  # an int: _aff of a float constant is None
                 return _lincomb(f * o.c, ((o, f, 0) if f >= 0 else (o, 0, -f),), a.variables | b.variables)
     return None
 
@@ -608,21 +609,21 @@ class _Nest:
             return hit
         out: dict[tuple[str, tuple[_Aff, ...]], int] = {}
         for a in self.c.skeleton(self.p.stage(stage).exprs()[k]):
-            reps = tuple(self.c.aff(ix) for ix in a.index)
+            reps = cast(tuple[_Aff, ...], tuple(self.c.aff(ix) for ix in a.index))  # a _simple stage's are all _Aff
             if a.source in self.inlined:
                 env = dict(zip(self.c.dims[a.source], reps))
                 for (src, idx), n in self._composed(a.source, 0).items():
-                    key2 = (src, tuple(_compose(r, env) for r in idx))  # type: ignore[arg-type]
+                    key2 = (src, tuple(_compose(r, env) for r in idx))
                     out[key2] = out.get(key2, 0) + n
             else:
-                out[(a.source, reps)] = out.get((a.source, reps), 0) + 1  # type: ignore[index]
+                out[(a.source, reps)] = out.get((a.source, reps), 0) + 1
         return self.c.accesses.put(key, out)
 
     def _groups(self, stage: str, source: str) -> tuple:
         """Per axis of `source`: its composed indices in `stage`, grouped by their terms and
         variables (the constant alone differs: keep the least and the greatest)."""
-        key = ("groups", stage, source, self.closure[stage])
-        hit = self.c.accesses.get(key)
+        key = (stage, source, self.closure[stage])
+        hit = self.c.groups.get(key)
         if hit is not None:
             return hit
         exprs = 1 if stage in self.inlined else len(self.p.stage(stage).exprs())
@@ -638,7 +639,7 @@ class _Nest:
                     lo, hi = ax.get(g, (r.c, r.c))
                     ax[g] = (min(lo, r.c), max(hi, r.c))
         out = tuple(tuple((terms, vs, lo, hi) for (terms, vs), (lo, hi) in ax.items()) for ax in axes)
-        return self.c.accesses.put(key, out)  # type: ignore[arg-type]
+        return self.c.groups.put(key, out)
 
     def _affine_hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """`_hull` of a `_simple` stage: the bounds of each composed index, evaluated in closed form."""
@@ -697,11 +698,11 @@ class _Nest:
                 if self.c.skeleton(ix):
                     self._collect(ix, env, source, lo, hi, shape)
 
-    def bounds(self, e: E.Expr, env: dict) -> E.Interval | None:
+    def bounds(self, e: E.Expr, env: Mapping) -> E.Interval | None:
         """`E.bounds` of `e` with inlined stages substituted."""
         return E.bounds(e, env, self._access_bounds)
 
-    def _access_bounds(self, a: E.Access, env: dict) -> E.Interval | None:
+    def _access_bounds(self, a: E.Access, env: Mapping) -> E.Interval | None:
         if a.source not in self.inlined:
             return None
         inner = {d: self.bounds(ix, env) for d, ix in zip(self.c.dims[a.source], a.index)}
@@ -755,7 +756,9 @@ class _Nest:
             kids = [self._lin(ix, inl, clos) for ix in e.index]
             if e.source in inl:
                 j = self.lin_stage(e.source, inl, clos)
-                flops, free, occ, counts = j.flops, {}, {}, dict(j.counts)
+                flops, counts = j.flops, dict(j.counts)
+                free: dict[str, int] = {}
+                occ: dict[str, int] = {}
                 subs: dict[tuple[str, str], tuple] = {}
                 for d, k in zip(self.c.dims[e.source], kids):
                     nf, no = j.free.get(d, 0), j.occ.get(d, 0)
