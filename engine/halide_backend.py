@@ -344,6 +344,8 @@ def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
     def run() -> None:
         hp.realize(dst)
 
+    # Attributes on a plain function (mypy has no type for that): a callable object would add
+    # a method dispatch to every timed call.
     run.buffers = bufs  # type: ignore[attr-defined]
     return run
 

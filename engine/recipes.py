@@ -63,15 +63,16 @@ def _overreads(p: Pipeline, stage: str, ranges: dict[str, E.Interval], depth: in
     for ex in p.stage(stage).exprs():
         for a in E.accesses(ex):
             shape = p.shape_of(a.source)
-            box = [E.bounds(ix, ranges) for ix in a.index]
-            if any(b is None for b in box):
+            maybe = [E.bounds(ix, ranges) for ix in a.index]
+            box = [b for b in maybe if b is not None]
+            if len(box) < len(maybe):
                 return True  # data-dependent index: assume the worst
-            if all(b[0] >= 0 and b[1] <= n - 1 for b, n in zip(box, shape)):  # type: ignore[index]
+            if all(b[0] >= 0 and b[1] <= n - 1 for b, n in zip(box, shape)):
                 continue
             if a.source in p.input_map or a.source in p.outputs or depth == 0:
                 return True
             src = p.stage(a.source)
-            grown = src.ranges() | {d.name: (min(0, b[0]), max(d.extent - 1, b[1])) for d, b in zip(src.dims, box)}  # type: ignore[index]
+            grown = src.ranges() | {d.name: (min(0, b[0]), max(d.extent - 1, b[1])) for d, b in zip(src.dims, box)}
             if _overreads(p, a.source, grown, depth - 1):
                 return True
     return False

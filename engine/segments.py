@@ -239,6 +239,7 @@ class Segmented:
                 for name, _ in binds:  # the cached pipeline must not keep this runner's buffers alive
                     low.params[name].reset()
 
+        # A plain function, as HB.make_runner's: no method dispatch in the timed call.
         run.buffers = list(bufs.values())  # type: ignore[attr-defined]
         run.arrays = arrays  # type: ignore[attr-defined]
         return run

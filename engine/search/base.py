@@ -142,6 +142,11 @@ class SearchContext:
         self.best_predicted: float | None = None
         self.cancelled = False
 
+    @property
+    def best_measured_ms(self) -> float | None:
+        """The best verified trial's measured ms; None before there is one."""
+        return self.best.measured_ms if self.best is not None else None
+
     # --- budget ----------------------------------------------------------------------------
     def elapsed(self) -> float:
         return self._clock() - self.t0
@@ -223,7 +228,7 @@ class SearchContext:
             trial = Trial(len(self.trials), s, pred, ms, ok, err, self.elapsed())
             self.trials.append(trial)
             self.measured[h] = trial
-            best_ms = self.best.measured_ms if self.best is not None else None
+            best_ms = self.best_measured_ms
             if ms is not None and (best_ms is None or ms < best_ms):
                 self.best = trial
             if ms is not None and hasattr(self.model, "observe"):
@@ -242,24 +247,28 @@ class SearchContext:
         compiled code is cached by the worker, so this is timing only)."""
         if not self._force_kw:
             return
-        top = sorted((t for t in self.trials if t.verified), key=lambda t: t.measured_ms)[:k]  # type: ignore[arg-type, return-value]
+        timed = [(t.measured_ms, t) for t in self.trials if t.verified and t.measured_ms is not None]
+        top = sorted(timed, key=lambda mt: mt[0])[:k]
         # Noise reorders close candidates, not ones several times slower: on a big model those
         # re-measurements would cost minutes past the budget and cannot change the winner.
-        top = [t for t in top if t.measured_ms <= CONFIRM_WITHIN * top[0].measured_ms]  # type: ignore[operator]
-        timeout = {"timeout_s": 10.0 + 0.05 * float(top[0].measured_ms or 0.0)} if top and self._timeout_kw else {}
-        for t in top:
-            ms = [t.measured_ms]
+        top = [(ms, t) for ms, t in top if ms <= CONFIRM_WITHIN * top[0][0]]
+        timeout = {"timeout_s": 10.0 + 0.05 * top[0][0]} if top and self._timeout_kw else {}
+        confirmed: list[tuple[float, Trial]] = []
+        for first, t in top:
+            runs = [first]
             for _ in range(repeats):
                 if self._cancel.is_set():
                     return
                 t0 = time.perf_counter()
                 m = self._measure_fn(self.p, t.schedule, force=True, **timeout)
                 self.measure_s += time.perf_counter() - t0
-                ms.append(m.median_ms if m.ok and m.verified else math.inf)  # a candidate that fails now is not confirmed
-            t.confirmed_ms = statistics.median(ms)  # type: ignore[type-var]
-        best = min(top, key=lambda t: t.confirmed_ms, default=None)  # type: ignore[arg-type, return-value]
-        if best is not None and best.confirmed_ms is not None and math.isfinite(best.confirmed_ms):
-            self.best = best
+                # a candidate that fails now is not confirmed
+                runs.append(m.median_ms if m.ok and m.verified and m.median_ms is not None else math.inf)
+            t.confirmed_ms = statistics.median(runs)
+            confirmed.append((t.confirmed_ms, t))
+        best = min(confirmed, key=lambda mt: mt[0], default=None)
+        if best is not None and math.isfinite(best[0]):
+            self.best = best[1]
 
     def _report(self, trial: Trial | None) -> None:
         if self._progress is None:

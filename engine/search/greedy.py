@@ -108,7 +108,8 @@ def _search(ctx: SearchContext) -> None:
         if ctx.model_s > MODEL_CAP_S - MIN_PASS_S:
             break
         guide = ctx.best.schedule if ctx.best is not None else seed
-        incumbent = ctx.best.measured_ms if ctx.best is not None else math.inf
+        before = ctx.best_measured_ms
+        incumbent = before if before is not None else math.inf
         final, cands, n = _pass(ctx, vf, comp, guide, k, radius, MODEL_CAP_S)
         evals += n
         pool.update(cands)
@@ -118,7 +119,8 @@ def _search(ctx: SearchContext) -> None:
         for t in trials:  # what the hardware said reaches every state the schedule extends
             vf.add_completion(t.schedule, cands.get(t.schedule.content_hash(), (math.inf,))[0])
         stalls = 0 if trials else stalls + 1
-        improved = ctx.best is not None and ctx.best.measured_ms < incumbent  # type: ignore[operator]
+        now = ctx.best_measured_ms
+        improved = now is not None and now < incumbent
         radius = min(len(order(p)), 2 * radius) if improved else max(1, radius // 2)
         vf.fit(ctx)
     _measure_leftovers(ctx, pool)

@@ -141,7 +141,8 @@ class Partition:
         """Which rows of `xs` do the SVMs on the region's path classify into its leaf?"""
         inside = np.ones(len(xs), dtype=bool)
         for node, go_good in region.path:
-            inside &= node.svm.predict(xs).astype(bool) == go_good  # type: ignore[union-attr]
+            assert node.svm is not None, "a node on a path was split, so it has its SVM"
+            inside &= node.svm.predict(xs).astype(bool) == go_good
         return inside
 
     def best(self, region: Region) -> int:
@@ -233,7 +234,11 @@ class _Pool:
     """Every schedule seen: its encoding and prediction; rewards come from ctx.measured."""
 
     def __init__(self, enc: Encoding) -> None:
-        self.enc, self.scheds, self.X, self.pred, self.index = enc, [], [], [], {}  # type: ignore[var-annotated]
+        self.enc = enc
+        self.scheds: list[Schedule] = []
+        self.X: list[np.ndarray] = []  # encodings, one per schedule
+        self.pred: list[float] = []  # predicted ms, one per schedule
+        self.index: dict[str, int] = {}  # schedule hash -> position
 
     def add(self, ctx: SearchContext, scheds: list[Schedule]) -> list[int]:
         preds = [v for k in range(0, len(scheds), 8) for v in ctx.predict(scheds[k : k + 8])]  # chunks: prompt cancel

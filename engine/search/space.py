@@ -184,6 +184,8 @@ def initial_population(ctx: SearchContext, seed: Schedule | None, n: int, near: 
     out = [seed] if seed is not None else []
     while len(out) < n:
         ctx.check()
-        close = seed is not None and len(out) <= near
-        out.append(sampler.mutate(ctx.p, seed, ctx.rng, name) if close else sampler.sample_schedule(ctx.p, ctx.rng, name))  # type: ignore[arg-type]
+        if seed is not None and len(out) <= near:
+            out.append(sampler.mutate(ctx.p, seed, ctx.rng, name))
+        else:
+            out.append(sampler.sample_schedule(ctx.p, ctx.rng, name))
     return out
