@@ -12,9 +12,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli import COMMANDS  # noqa: PLC0415  # keep `--help` and the GUI start light
+    from engine.cli import commands  # noqa: PLC0415  # keep `--help` and the GUI start light
 
-    if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help")):
+    if argv and (argv[0] in commands() or argv[0] in ("-h", "--help")):
         from engine.cli import main as cli_main  # noqa: PLC0415
 
         return cli_main(argv)

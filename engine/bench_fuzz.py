@@ -1346,7 +1346,7 @@ def no_heavy_work(tmp: Path) -> Iterator[None]:
     """While CLI cases run: stop anything that would measure, search, benchmark or lower
     (raise _WouldRun there), and keep every default path (database, weights cache, user
     data) inside `tmp`, so that no case touches the user's files."""
-    from . import cli, peak, search  # noqa: PLC0415
+    from . import isolated, peak, search  # noqa: PLC0415
     from . import measure as M  # noqa: PLC0415
 
     def stop(what: str) -> Callable[..., Any]:
@@ -1359,7 +1359,7 @@ def no_heavy_work(tmp: Path) -> Iterator[None]:
         (M.Runner, "run", "measure"),
         (peak, "fma_peak_gflops", "benchmark"),
         (search, "run_search", "search"),
-        (cli, "lowered_stmt", "lower"),
+        (isolated, "lowered_stmt", "lower"),
     ]
     saved = [(obj, attr, obj.__dict__[attr]) for obj, attr, _ in patches]
     env = {"SCHEDULE_EXPLORER_DB": str(tmp / "default.sqlite"), "XDG_CACHE_HOME": str(tmp / "cache"), "XDG_DATA_HOME": str(tmp / "data")}
@@ -1722,7 +1722,7 @@ def table(rep: FuzzReport) -> str:
 # --- command line --------------------------------------------------------------------------------------------
 def add_parser(bsub: Any) -> None:
     """The `bench fuzz` subcommand's arguments (engine/cli.py adds the subcommand)."""
-    from . import cli_args as A  # noqa: PLC0415  # the CLI's shared argument checks
+    from .cli import args as A  # noqa: PLC0415  # the CLI's shared argument checks
 
     bp = bsub.add_parser("fuzz", help="bad schedules, models and options through the public paths; a sample measured and rechecked")
     bp.add_argument("--json", action="store_true")

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import cli_args as A
 from . import halide_backend as HB
 from . import segments
+from .cli import args as A
 from .ir import Pipeline
 from .measure import Runner, default_threads, host_fingerprint
 from .resources import MAKE_MODELS

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from . import api, zoo
-from . import cli_args as A
 from . import reference as R
+from .cli import args as A
 from .halide_backend import target_string
 from .heuristic import heuristic_schedule
 from .ir import Pipeline

@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from . import api, zoo
-from . import cli_args as A
 from .bench import geomean, median_cell
+from .cli import args as A
 from .costmodel import model_by_name
 from .halide_backend import AUTOSCHEDULERS, target_string
 from .measure import Measurement, Runner, host_fingerprint

@@ -2,7 +2,7 @@
 stderr starting with 'error: ' that names what is wrong, exit status 2, nothing on stdout,
 and nothing written (no database created, a given database unchanged, no output file).
 
-Argument errors come from argparse through engine/cli_args.ArgumentParser, in the same
+Argument errors come from argparse through engine/cli/args.ArgumentParser, in the same
 one-line form: 'error: schedule-explorer measure: argument --threads: ...'. Each case runs
 the real CLI in a subprocess and fails before anything is measured; the importer's window
 checks and the database's version handling are also tested in process.
@@ -186,7 +186,7 @@ def _fill(args, f):
 S = ["--size", "small"]
 NET = ["import", "{torch_model}:Net", "--weights-dir", "{tmp}/w"]
 CASES = {
-    # numeric options: range-checked by engine/cli_args.py for every subcommand
+    # numeric options: range-checked by engine/cli/args.py for every subcommand
     "threads_huge": (["measure", "blur", *S, "--threads", "99999999999999999999"], ["--threads", "1 to 1024"]),
     "threads_zero": (["measure", "blur", *S, "--threads", "0"], ["--threads"]),
     "threads_text": (["autoschedule", "blur", *S, "--threads", "many"], ["--threads", "'many'"]),
@@ -452,7 +452,7 @@ def test_failed_open_of_a_new_file_leaves_nothing(tmp_path):
 
 # --- the argument types ------------------------------------------------------------------------
 def test_argument_types_accept_the_edges_and_normalize_lists():
-    from engine import cli_args as A
+    from engine.cli import args as A
 
     assert A.threads("1") == 1 and A.threads(" 1024 ") == 1024
     assert A.positive_seconds("0.001") == 0.001 and A.nonneg_seconds("0") == 0.0
@@ -463,7 +463,7 @@ def test_argument_types_accept_the_edges_and_normalize_lists():
 
 
 def test_cost_model_names_match_the_trained_models():
-    from engine import cli_args as A
+    from engine.cli import args as A
     from engine.costmodel.train import MODELS
 
     assert A.TRAINED_MODELS == MODELS

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine import features as F
-from engine.cli_costmodel import register, run
+from engine.cli.costmodel import register, run
 from engine.costmodel import ENV_VAR, CostModel, Prediction, default_model
 from engine.costmodel import dataset as D
 from engine.costmodel.analytic import AnalyticModel

@@ -14,17 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import api, zoo
-from . import cli_args as A
-from .costmodel import model_by_name
-from .database import Database
-from .halide_backend import AUTOSCHEDULERS
-from .measure import Runner
+from .. import api, zoo
+from ..costmodel import model_by_name
+from ..database import Database
+from ..halide_backend import AUTOSCHEDULERS
+from ..measure import Runner
+from . import args as A
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `search` command to a `add_subparsers()` object."""
-    from .search import STRATEGIES  # noqa: PLC0415
+def register(subparsers: Any) -> None:
+    """Add the `search` command to an `add_subparsers()` object."""
+    from ..search import STRATEGIES  # noqa: PLC0415
 
     sp = subparsers.add_parser("search", help="search for a fast schedule (greedy, beam, lamcts, random, evolution)")
     sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
@@ -43,11 +43,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     sp.add_argument("--threads", type=A.threads, default=None, help=f"Halide threads, 1 to {A.MAX_THREADS} (default: all cores)")
     sp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sp.add_argument("--json", action="store_true")
-    return sp
 
 
 def run(args: argparse.Namespace) -> int:
-    from .search import Budget, Progress, run_search  # noqa: PLC0415
+    from ..search import Budget, Progress, run_search  # noqa: PLC0415
 
     p = api.load_pipeline(args.pipeline, args.size)
     db = None if args.no_db else Database(args.db)

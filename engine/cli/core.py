@@ -1,38 +1,26 @@
-"""Headless command line: `python main.py SUBCOMMAND [--json]`.
+"""The core subcommands: `pipelines`, `show`, `measure`, `autoschedule`, `lower`, `export`
+and `import` (engine/cli/__init__.py wires every CLI module's `register` and `run`).
 
-Every subcommand prints one JSON object on stdout with --json. Errors print one line on
-stderr and exit with status 2; the database is only written after a job completes.
+With --json each prints one JSON object on stdout; an error is raised (`CliError`, or the
+engine's own error types) and printed on one line by `main`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import api, cli_costmodel, cli_search, zoo
-from . import cli_args as A
-from .bench_fuzz import add_parser as add_bench_fuzz_parser
-from .bench_import import add_parser as add_bench_import_parser
-from .bench_models import add_parser as add_bench_models_parser
-from .bench_search import add_parser as add_bench_search_parser
-from .database import Database, DatabaseError
-from .frontends.common import ModelImportError
-from .halide_backend import AUTOSCHEDULERS
-from .ir import PipelineError
-from .isolated import CompilerCrashError, lowered_stmt
-from .loopnest import build as build_loopnest
-from .measure import Measurement, Runner
-from .schedule import ScheduleError, to_source
-
-EXIT_ERROR = 2
-
-
-class CliError(Exception):
-    """An error to report on one line, exit status 2."""
+from .. import api, isolated, zoo
+from ..database import Database
+from ..halide_backend import AUTOSCHEDULERS
+from ..loopnest import build as build_loopnest
+from ..measure import Measurement, Runner
+from ..schedule import to_source
+from . import args as A
+from .args import CliError, print_result
 
 
 def _common(sp: argparse.ArgumentParser, schedule: bool = True) -> None:
@@ -53,16 +41,15 @@ def _measure_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--no-profile", action="store_true", help="skip the per-stage profile")
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = A.ArgumentParser(prog="schedule-explorer", description="Explore Halide schedules of pipelines.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def register(sub: Any) -> None:
+    """Add the core subcommands to an `add_subparsers()` object."""
     sp = sub.add_parser("pipelines", help="list the built-in pipelines")
     sp.add_argument("--json", action="store_true")
     _common(sub.add_parser("show", help="pipeline, schedule and loop nest"))
     sp = sub.add_parser("measure", help="compile, time and verify a schedule")
     _common(sp)
     _measure_opts(sp)
-    sp.add_argument("--peers", action="store_true", help="also time ONNX Runtime and PyTorch on the same input (engine/peers.py)")
+    sp.add_argument("--peers", action="store_true", help="also time ONNX Runtime and PyTorch on the same input (engine/bench/peers.py)")
     sp = sub.add_parser("autoschedule", help="run one of Halide's autoschedulers and measure its result")
     _common(sp, schedule=False)
     sp.add_argument("--with", dest="autoscheduler", choices=list(AUTOSCHEDULERS), default="Adams2019")
@@ -86,32 +73,6 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--weights-dir", type=A.output_dir, help="where the weights .npz goes (default: the user cache directory)")
     sp.add_argument("--out", type=A.output_file, help="also write the pipeline JSON to this file (then usable by show / measure / ...)")
     sp.add_argument("--json", action="store_true")
-    sp = sub.add_parser("bench", help="benchmarks")
-    bsub = sp.add_subparsers(dest="bench", required=True)
-    bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
-    bp.add_argument("--json", action="store_true")
-    bp.add_argument("--size", choices=zoo.SIZES, default="full")
-    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
-    bp.add_argument(
-        "--autoschedulers",
-        type=A.names_in(AUTOSCHEDULERS, "autoscheduler", special=["none"]),
-        default=",".join(AUTOSCHEDULERS),
-        help="comma-separated, or 'none'",
-    )
-    bp.add_argument("--repeats", type=A.positive_int, default=3, help="measurements per variant (median of medians)")
-    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5)
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
-    add_bench_models_parser(bsub)
-    add_bench_import_parser(bsub)
-    add_bench_search_parser(bsub)
-    add_bench_fuzz_parser(bsub)
-    cli_costmodel.register(sub)
-    cli_search.register(sub)
-    return ap
-
-
-def _print(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
-    print(json.dumps(obj, indent=2) if getattr(args, "json", False) else text)
 
 
 def cmd_pipelines(args: argparse.Namespace) -> int:
@@ -120,7 +81,7 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
         p = zoo.get(n, "full")
         rows.append({"name": n, "stages": len(p.stages), "description": p.description, "gflop": round(p.flops() / 1e9, 4)})
     text = "\n".join(f"{r['name']:<16} {r['stages']:>3} stages  {r['description']}" for r in rows)
-    _print(args, {"pipelines": rows}, text)
+    print_result(args, {"pipelines": rows}, text)
     return 0
 
 
@@ -135,7 +96,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "schedule_hash": s.content_hash(),
         "loop_nest": nest,
     }
-    _print(args, obj, f"# {p.name}: {p.description}\n# schedule {s.name or '?'} ({s.content_hash()})\n\n{nest}")
+    print_result(args, obj, f"# {p.name}: {p.description}\n# schedule {s.name or '?'} ({s.content_hash()})\n\n{nest}")
     return 0
 
 
@@ -157,7 +118,7 @@ def _report(args: argparse.Namespace, m: Measurement, extra: dict[str, Any]) -> 
             f"{m.gflops:.2f} GFLOP/s, compile {m.compile_s:.2f} s, verified ({m.verify_method}, max abs err {m.max_abs_err:.3g}), "
             f"{m.threads} threads{' [cached]' if m.cached else ''}" + (f"\nper stage (ms, profiled): {stages}" if stages else "")
         )
-        _print(args, obj, text)
+        print_result(args, obj, text)
         return 0
     if args.json:
         print(json.dumps(obj, indent=2))
@@ -172,7 +133,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         m = api.measure(p, s, runner, db, force=args.force, **_job_opts(args))
     extra: dict[str, Any] = {"schedule": s.name or args.schedule, "size": args.size}
     if args.peers and m.ok:
-        from .peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
+        from ..peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
 
         extra["peers"] = [t.to_json() for t in measure_peers(p, runner.threads, args.min_time)]
     code = _report(args, m, extra)
@@ -195,10 +156,10 @@ def cmd_autoschedule(args: argparse.Namespace) -> int:
 def cmd_lower(args: argparse.Namespace) -> int:
     p = api.load_pipeline(args.pipeline, args.size)
     s = api.load_schedule(p, args.schedule)
-    text = lowered_stmt(p, s)  # in a child process: a compiler crash cannot take the CLI down
+    text = isolated.lowered_stmt(p, s)  # in a child process: a compiler crash cannot take the CLI down
     if args.html:
-        Path(args.html).write_text(lowered_stmt(p, s, html=True))
-    _print(args, {"pipeline": p.name, "schedule_hash": s.content_hash(), "stmt": text, "html": args.html}, text)
+        Path(args.html).write_text(isolated.lowered_stmt(p, s, html=True))
+    print_result(args, {"pipeline": p.name, "schedule_hash": s.content_hash(), "stmt": text, "html": args.html}, text)
     return 0
 
 
@@ -206,12 +167,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     p = api.load_pipeline(args.pipeline, args.size)
     s = api.load_schedule(p, args.schedule)
     src = to_source(p, s, args.lang)
-    _print(args, {"pipeline": p.name, "lang": args.lang, "source": src}, src)
+    print_result(args, {"pipeline": p.name, "lang": args.lang, "source": src}, src)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from . import frontends  # noqa: PLC0415  # onnx / torch load only for this command
+    from .. import frontends  # noqa: PLC0415  # onnx / torch load only for this command
 
     wdir = Path(args.weights_dir) if args.weights_dir else None
     if args.model.lower().endswith(".onnx"):
@@ -221,7 +182,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         if not args.input_shape:
             raise CliError("a PyTorch module needs --input-shape (e.g. --input-shape 1,3,224,224), or give an .onnx file")
-        from .frontends.torch_import import example_inputs_for, load_module_from_file  # noqa: PLC0415
+        from ..frontends.torch_import import example_inputs_for, load_module_from_file  # noqa: PLC0415
 
         module = load_module_from_file(args.model)  # runs the named file's code: this command's purpose
         res = frontends.import_torch(module, example_inputs_for(args.input_shape), weights_dir=wdir)
@@ -237,34 +198,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         + ["  mapped: " + ", ".join(f"{k} x{v}" for k, v in r.ops_mapped.items())]
         + [f"  - {s}" for s in r.simplifications]
     )
-    _print(args, obj, text)
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench == "models":
-        from .bench_models import bench_models  # noqa: PLC0415
-
-        result = bench_models(args)
-    elif args.bench == "import":
-        from .bench_import import bench_import  # noqa: PLC0415
-
-        result = bench_import(args)
-    elif args.bench == "search":
-        from .bench_search import bench_search  # noqa: PLC0415
-
-        result = bench_search(args)
-    elif args.bench == "fuzz":
-        from .bench_fuzz import bench_fuzz  # noqa: PLC0415
-
-        result = bench_fuzz(args)
-    else:
-        from .bench import bench_core  # noqa: PLC0415  # heavy, only for this command
-
-        result = bench_core(args)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
-    _print(args, result, result["table"])
+    print_result(args, obj, text)
     return 0
 
 
@@ -276,19 +210,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "lower": cmd_lower,
     "export": cmd_export,
     "import": cmd_import,
-    "bench": cmd_bench,
-    "costmodel": lambda args: cli_costmodel.run(args),
-    "search": lambda args: cli_search.run(args),
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return COMMANDS[args.cmd](args)
-    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, CompilerCrashError, DatabaseError, OSError) as exc:
-        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # always one line
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_ERROR
+def run(args: argparse.Namespace) -> int:
+    return COMMANDS[args.cmd](args)

@@ -1,7 +1,8 @@
-"""Argument types shared by every subcommand's parser (engine/cli.py, cli_search.py,
-cli_costmodel.py, bench_*.py): numbers range-checked, comma lists checked against what they
-name, files checked before any work starts; and a parser whose errors are one line on
-stderr, `error: ...`, exit status 2, like every other CLI error.
+"""What every CLI module (engine/cli/*.py) shares: argument types for the parsers (numbers
+range-checked, comma lists checked against what they name, files checked before any work
+starts); a parser whose errors are one line on stderr, `error: ...`, exit status 2, like
+every other CLI error; `CliError`, which a command raises to report such a line; and
+`print_result`, a command's one JSON object (--json) or its text.
 
 Each type function returns the parsed value or raises `argparse.ArgumentTypeError`, which
 argparse reports as `argument --OPTION: MESSAGE`.
@@ -10,11 +11,12 @@ argparse reports as `argument --OPTION: MESSAGE`.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 MAX_THREADS = 1024  # Halide's thread pool and torch take any number: more than this is a typo
 MAX_COUNT = 10**9
@@ -24,6 +26,16 @@ MAX_SEED = 2**32 - 1  # numpy's and torch's seeds are unsigned 32-bit
 # models' keys (costmodel/train.py MODELS, which imports torch: too heavy for parsing).
 COST_MODELS = ("default", "analytic", "gnn", "halide", "tvm")
 TRAINED_MODELS = COST_MODELS[2:]
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    """An error to report on one line, exit status 2."""
+
+
+def print_result(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    """A command's result: `obj` as one JSON object with --json, else `text`."""
+    print(json.dumps(obj, indent=2) if getattr(args, "json", False) else text)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -118,7 +130,7 @@ def names_in(choices: Iterable[str] | Callable[[], Iterable[str]], what: str, *,
 
 
 def zoo_names() -> list[str]:
-    from . import zoo  # noqa: PLC0415
+    from .. import zoo  # noqa: PLC0415
 
     return zoo.names()
 

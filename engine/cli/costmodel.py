@@ -1,26 +1,26 @@
 """`costmodel generate | train | eval`: the learned cost models from the command line.
 
-Wiring (engine/cli.py): `cli_costmodel.register(sub)` in `parser()` and
-`COMMANDS["costmodel"] = cli_costmodel.run`. With --json each prints one JSON object;
-progress goes to stderr.
+Wired like every CLI module (engine/cli/__init__.py): `register(subparsers)` adds the
+command, `run(args)` runs it. With --json each prints one JSON object; progress goes to
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from . import api
-from . import cli_args as A
-from .randpipe import FLOP_BUDGET
+from .. import api
+from ..randpipe import FLOP_BUDGET
+from . import args as A
+from .args import print_result
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `costmodel` command and its subcommands to a `add_subparsers()` object."""
+def register(subparsers: Any) -> None:
+    """Add the `costmodel` command and its subcommands to an `add_subparsers()` object."""
     sp = subparsers.add_parser("costmodel", help="learned cost models: generate data, train, evaluate")
     sub = sp.add_subparsers(dest="costmodel", required=True)
     g = sub.add_parser("generate", help="measure random schedules of random (and zoo) pipelines into the database")
@@ -71,16 +71,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     x.add_argument("--db", help="SQLite file")
     x.add_argument("--out", type=A.output_file, required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
     x.add_argument("--json", action="store_true")
-    return sp
 
 
 def _db(args: argparse.Namespace) -> str:
     """The database to read: --db (a .jsonl.gz dataset file is imported into the cache
     first), else the user's measurement database."""
-    from .database import default_path  # noqa: PLC0415
+    from ..database import default_path  # noqa: PLC0415
 
     if args.db and args.db.endswith(".jsonl.gz"):
-        from .costmodel.export import shipped_db  # noqa: PLC0415
+        from ..costmodel.export import shipped_db  # noqa: PLC0415
 
         return str(shipped_db(Path(args.db)))
     return args.db or str(default_path())
@@ -88,10 +87,6 @@ def _db(args: argparse.Namespace) -> str:
 
 def _err(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _print(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
-    print(json.dumps(obj, indent=2) if args.json else text)
 
 
 def _fmt(v: Any) -> str:
@@ -108,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .costmodel.dataset import generate  # noqa: PLC0415  # heavy imports only for this command
+    from ..costmodel.dataset import generate  # noqa: PLC0415  # heavy imports only for this command
 
     def progress(k: int, n: int, st: dict[str, int]) -> None:
         _err(f"[{k}/{n}] " + ", ".join(f"{a} {b}" for a, b in sorted(st.items())))
@@ -117,12 +112,12 @@ def _generate(args: argparse.Namespace) -> int:
         _db(args), args.pipelines, args.per_pipeline, args.seed, args.workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
         size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout}, progress=progress,
     )  # fmt: skip
-    _print(args, res, ", ".join(f"{k} {v}" for k, v in res.items()))
+    print_result(args, res, ", ".join(f"{k} {v}" for k, v in res.items()))
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .costmodel.train import train_all  # noqa: PLC0415
+    from ..costmodel.train import train_all  # noqa: PLC0415
 
     res = train_all(
         _db(args), args.out, models=[m.strip() for m in args.models.split(",") if m.strip()], epochs=args.epochs, batch=args.batch,
@@ -130,20 +125,20 @@ def _train(args: argparse.Namespace) -> int:
         holdout_schedules=args.holdout_schedules, seed=args.seed, threads=args.threads, log=_err,
     )  # fmt: skip
     text = f"trained {', '.join(res['models'])} on {res['train']} samples ({res['pipelines']} pipelines); saved to {res['out']}"
-    _print(args, res, text)
+    print_result(args, res, text)
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .costmodel.export import export_dataset  # noqa: PLC0415
+    from ..costmodel.export import export_dataset  # noqa: PLC0415
 
     res = export_dataset(_db(args), args.out)
-    _print(args, res, f"{res['samples']} samples of {res['pipelines']} pipelines written to {res['out']}")
+    print_result(args, res, f"{res['samples']} samples of {res['pipelines']} pipelines written to {res['out']}")
     return 0
 
 
 def _models_dir(args: argparse.Namespace) -> str:
-    from .costmodel import model_dirs  # noqa: PLC0415
+    from ..costmodel import model_dirs  # noqa: PLC0415
 
     d = args.models_dir or next((str(x) for x in model_dirs() if (x / "split.json").exists()), None)
     if d is None:
@@ -152,12 +147,12 @@ def _models_dir(args: argparse.Namespace) -> str:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from . import zoo  # noqa: PLC0415
-    from .costmodel import AnalyticModel  # noqa: PLC0415
-    from .costmodel.calibration import calibrate, table  # noqa: PLC0415
-    from .costmodel.train import load_models  # noqa: PLC0415
-    from .database import Database, default_path  # noqa: PLC0415
-    from .measure import Runner, default_threads  # noqa: PLC0415
+    from .. import zoo  # noqa: PLC0415
+    from ..costmodel import AnalyticModel  # noqa: PLC0415
+    from ..costmodel.calibration import calibrate, table  # noqa: PLC0415
+    from ..costmodel.train import load_models  # noqa: PLC0415
+    from ..database import Database, default_path  # noqa: PLC0415
+    from ..measure import Runner, default_threads  # noqa: PLC0415
 
     d = _models_dir(args)
     threads = args.threads or default_threads()
@@ -170,14 +165,14 @@ def _calibrate(args: argparse.Namespace) -> int:
         res = calibrate(models, names, runner, db, size=args.size, progress=_err)
     res["models_dir"] = d
     res["table"] = table(res)
-    _print(args, res, res["table"])
+    print_result(args, res, res["table"])
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .costmodel import SHIPPED  # noqa: PLC0415
-    from .costmodel.evaluate import choose, evaluate  # noqa: PLC0415
-    from .costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
+    from ..costmodel import SHIPPED  # noqa: PLC0415
+    from ..costmodel.evaluate import choose, evaluate  # noqa: PLC0415
+    from ..costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
 
     d = _models_dir(args)
     if args.db is None and Path(d).resolve() == SHIPPED.resolve():
@@ -193,5 +188,5 @@ def _eval(args: argparse.Namespace) -> int:
             continue
         cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
         lines.append(f"{name:<10}{cells}")
-    _print(args, res, "\n".join(lines))
+    print_result(args, res, "\n".join(lines))
     return 0
