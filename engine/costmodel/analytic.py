@@ -6,59 +6,104 @@ count); memory time from the bytes each realization writes and reads, at a bandw
 that depends on whether the buffer fits in cache; plus a fixed cost per realization.
 The stage takes the larger of arithmetic and memory time. Constants are rough figures
 for one modern x86 core; the learned model (issue: cost model) replaces this.
+
+A stage's inputs to the formula (its work, lanes, parallel extent, traffic, realizations)
+depend on exactly what the loop nest's `stage_key` covers, so they are cached per pipeline
+by it, as the feature rows are; a batch evaluates the formula once, as arrays.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Hashable, Sequence
+
+import numpy as np
 
 from ..ir import BYTES_PER_ELEMENT, Pipeline
-from ..loopnest import LoopNest, build
+from ..loopnest import LRU, LoopNest, pipeline_cache
 from ..schedule import Schedule
-from .base import Prediction
+from .base import BatchedModel, Prediction, nests_of, predictions
 
 SCALAR_GFLOPS = 6.0  # per core, plain serial loops
 MAX_LANES = 16
 CACHE_BYTES = 1 << 20  # per core L2: buffers below this stream from cache
 CACHE_GBS, DRAM_GBS = 60.0, 12.0
 REALIZATION_US = 0.05  # allocation and loop set-up per realization
+TERMS_CACHE = 50_000  # stages per pipeline (a few hundred bytes each)
+# A stage's terms: work (flops), vector lanes, parallel extent, whether its buffer fits in
+# cache, bytes moved, realizations. An inlined stage's give 0 ms.
+N_TERMS = 6
+INLINE_TERMS = (0.0, 1.0, 1.0, 1.0, 0.0, 0.0)
 
 
-class AnalyticModel:
+class _Terms:
+    """Per pipeline: each stage's terms by (stage, its `stage_key`)."""
+
+    def __init__(self) -> None:
+        self.terms: LRU[tuple[str, Hashable], tuple[float, ...]] = LRU(TERMS_CACHE)
+
+
+def stage_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
+    """The formula's inputs for one stage (cached per pipeline by what they depend on)."""
+    cache = pipeline_cache(nest.pipeline, "analytic", _Terms).terms
+    key = (name, nest.stage_key(name))
+    got = cache.get(key)
+    if got is None:
+        got = cache.put(key, _compute_terms(nest, name))
+    return got
+
+
+def _compute_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
+    p, pl = nest.pipeline, nest.placements[name]
+    if pl.compute == "inline":
+        return INLINE_TERMS
+    st = p.stage(name)
+    per_point = nest.effective_flops(st.value)
+    red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
+    if st.update is not None:
+        per_point += (nest.effective_flops(st.update) + 1) * red
+    work = max(per_point, 1) * pl.points_total
+    loops = pl.loops
+    lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
+    par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
+    alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
+    reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
+    reads *= BYTES_PER_ELEMENT
+    # Integer products stay exact until here, one rounding each (as the scalar formula had).
+    traffic = pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations
+    return (float(work), float(min(lanes, MAX_LANES)), float(par), float(alloc <= CACHE_BYTES), float(traffic), float(pl.realizations))
+
+
+def stage_ms_array(terms: np.ndarray, cores: int) -> np.ndarray:
+    """Estimated ms of each row of `terms` ([n, N_TERMS]) on `cores` cores: the larger of
+    arithmetic and memory time, plus a fixed cost per realization."""
+    work, lanes, par, fits, traffic, real = terms.T
+    used = np.minimum(par, cores)
+    compute_s = work / (SCALAR_GFLOPS * lanes * used * 1e9)
+    memory_s = traffic / (np.where(fits > 0, CACHE_GBS, DRAM_GBS) * 1e9 * used)
+    return 1000 * (np.maximum(compute_s, memory_s) + real * REALIZATION_US * 1e-6)
+
+
+class AnalyticModel(BatchedModel):
     name = "analytic roofline estimate"
 
     def __init__(self, cores: int | None = None) -> None:
         self.cores = cores or os.cpu_count() or 1
 
-    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        """`nest` may be passed when the caller already built the loop nest of (p, s)."""
-        stages = self.stage_ms(nest or build(p, s))
-        return Prediction(self.name, sum(stages.values()), stages)
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        """`nests` may be passed when the caller already built the loop nests."""
+        built = nests_of(p, schedules, nests)
+        n = len(p.stages)
+        terms = np.array([stage_terms(nest, st.name) for nest in built for st in p.stages], dtype=np.float64)
+        ms = stage_ms_array(terms.reshape(-1, N_TERMS), self.cores).reshape(len(built), n)
+        rows = ms.tolist()  # summed as Python floats in stage order, as one schedule alone is
+        return predictions(self.name, p, [sum(row) for row in rows], rows)
 
     def stage_ms(self, nest: LoopNest) -> dict[str, float]:
         """Estimated ms per stage (0 for an inlined one)."""
-        return {name: self.stage_ms_of(nest, name) for name in nest.placements}
+        return self.predict_many(nest.pipeline, [nest.schedule], [nest])[0].stages
 
     def stage_ms_of(self, nest: LoopNest, name: str) -> float:
         """Estimated ms of one stage (the features ask stage by stage, for the rows they miss)."""
-        p, pl = nest.pipeline, nest.placements[name]
-        if pl.compute == "inline":
-            return 0.0
-        st = p.stage(name)
-        per_point = nest.effective_flops(st.value)
-        red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
-        if st.update is not None:
-            per_point += (nest.effective_flops(st.update) + 1) * red
-        work = max(per_point, 1) * pl.points_total
-        loops = pl.loops
-        lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
-        par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
-        speed = SCALAR_GFLOPS * min(lanes, MAX_LANES) * min(par, self.cores) * 1e9
-        compute_s = work / speed
-        alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
-        bw = (CACHE_GBS if alloc <= CACHE_BYTES else DRAM_GBS) * 1e9 * min(par, self.cores)
-        reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
-        reads *= BYTES_PER_ELEMENT
-        memory_s = (pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations) / bw
-        return 1000 * (max(compute_s, memory_s) + pl.realizations * REALIZATION_US * 1e-6)
+        return float(stage_ms_array(np.array([stage_terms(nest, name)]), self.cores)[0])

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..ir import Pipeline
-from ..loopnest import LoopNest
+from ..loopnest import LoopNest, build
 from ..schedule import Schedule
 
 
@@ -26,6 +27,39 @@ class CostModel(Protocol):
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
         """Predict (p, s); `nest`, when given, is the already-built loop nest of (p, s)."""
         ...
+
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        """Predict every schedule of `p` in one batch, equal to `predict` on each (to float
+        tolerance); `nests`, when given, are their already-built loop nests (None: build it)."""
+        ...
+
+
+class BatchedModel:
+    """A model whose one-schedule `predict` is its batch of one: the models implement
+    `predict_many` only, so the two can never disagree."""
+
+    name: str
+
+    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
+        """Predict (p, s); `nest`, when given, is the already-built loop nest of (p, s)."""
+        return self.predict_many(p, [s], [nest])[0]
+
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        raise NotImplementedError
+
+
+def nests_of(p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None) -> list[LoopNest]:
+    """The loop nest of each schedule: the given one, else built (and validated) here."""
+    if nests is not None and len(nests) != len(schedules):
+        raise ValueError(f"{len(nests)} loop nests for {len(schedules)} schedules of {p.name}")
+    given = nests or [None] * len(schedules)
+    return [n if n is not None else build(p, s) for s, n in zip(schedules, given)]
+
+
+def predictions(model: str, p: Pipeline, totals: Iterable[float], stages: Iterable[Iterable[float]]) -> list[Prediction]:
+    """One Prediction per schedule from its total and its per-stage ms (in `p.stages` order)."""
+    names = [st.name for st in p.stages]
+    return [Prediction(model, float(t), dict(zip(names, map(float, ms)))) for t, ms in zip(totals, stages)]
 
 
 @dataclass

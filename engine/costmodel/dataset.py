@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +68,13 @@ class Sample:
 def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan"), nest: LoopNest | None = None) -> Sample:
     x, ei, ef = F.featurize(nest or build(p, s))
     return Sample(p.content_hash(), p.name, s.content_hash(), time_ms, x, ei, ef)
+
+
+def samples_to_predict(p: Pipeline, nests: Sequence[LoopNest]) -> list[Sample]:
+    """Unmeasured samples of built loop nests of `p`, for a prediction: no time and no
+    schedule hash (nothing stores them, and hashing costs as much as a cached row)."""
+    ph = p.content_hash()
+    return [Sample(ph, p.name, "", float("nan"), *F.featurize(n)) for n in nests]
 
 
 # --- storage -------------------------------------------------------------------------------

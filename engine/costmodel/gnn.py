@@ -28,14 +28,12 @@ from torch import Tensor, nn
 
 from .. import features as F
 from ..ir import Pipeline
-from ..loopnest import LoopNest
-from ..schedule import Schedule
-from .base import Prediction
-from .dataset import Sample, sample_of
+from .dataset import Sample
 from .files import ModelFileError, read_metadata, torch_archive, write_bytes, write_json
-from .targets import clip_predictions, log_range, targets_of
+from .targets import LearnedModel, clip_predictions, log_range, targets_of
 
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0)
+BATCH_GRAPHS = 256  # schedules per disjoint graph when predicting (bounds the activations' memory)
 
 
 # --- batching ------------------------------------------------------------------------------
@@ -268,30 +266,28 @@ def fit_net(
 
 
 # --- the CostModel ----------------------------------------------------------------------------
-class TorchCostModel:
-    """A trained stage-cost network behind the `CostModel` interface."""
+class TorchCostModel(LearnedModel):
+    """A trained stage-cost network behind the `CostModel` interface: a batch of schedules
+    runs as one disjoint graph (up to BATCH_GRAPHS of them), without gradients."""
 
     kind = "torch"
 
     def __init__(self, net: CostNet, name: str, config: dict[str, Any]) -> None:
         self.net, self.name, self.config = net, name, config
 
-    def predict_samples(self, samples: Sequence[Sample]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(total ms per sample, per-stage ms arrays)."""
+    def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(total ms per sample, per-stage ms arrays). Nothing is cached per row (`pipeline`
+        is not used): message passing makes every stage's cost depend on its neighbours'."""
         totals, stages = [], []
         with torch.no_grad():
-            for i in range(0, len(samples), 256):
-                chunk = samples[i : i + 256]
+            for i in range(0, len(samples), BATCH_GRAPHS):
+                chunk = samples[i : i + BATCH_GRAPHS]
                 b = collate(chunk, self.net.norm)
                 c, tot = self.net(b)
                 totals.append(torch.exp(tot).numpy())
                 ms = torch.where(b.costed, torch.exp(c), torch.zeros_like(c)).numpy()
-                stages += [ms[b.graph.numpy() == k] for k in range(len(chunk))]
+                stages += np.split(ms, np.cumsum([len(s.nodes) for s in chunk])[:-1])  # nodes are in sample order
         return clip_predictions(np.concatenate(totals) if totals else np.zeros(0), stages, self.config), stages
-
-    def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        total, stages = self.predict_samples([sample_of(p, s, nest=nest)])
-        return Prediction(self.name, float(total[0]), {st.name: float(v) for st, v in zip(p.stages, stages[0])})
 
     def save(self, directory: str | Path, stem: str) -> None:
         """`stem`.pt (the state_dict, torch's zip format) and `stem`.json (architecture,

@@ -1,5 +1,5 @@
-"""Targets and prediction limits shared by every learned cost model (numpy only: the
-tree model loads without torch)."""
+"""Targets, prediction limits and the batch prediction shared by every learned cost model
+(numpy only: the tree model loads without torch)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import Sample
+from ..ir import Pipeline
+from ..loopnest import LoopNest
+from ..schedule import Schedule
+from .base import BatchedModel, Prediction, nests_of, predictions
+from .dataset import Sample, samples_to_predict
 
 
 def targets_of(samples: Sequence[Sample], target: str) -> np.ndarray:
@@ -40,3 +44,17 @@ def clip_predictions(totals: np.ndarray, stages: list[np.ndarray], config: dict[
     for k, st in enumerate(stages):
         st *= clipped[k] / totals[k] if totals[k] > 0 else 0.0
     return clipped
+
+
+class LearnedModel(BatchedModel):
+    """A model over feature samples: a batch of schedules is featurized (rows cached per
+    pipeline) and predicted by one `predict_samples` call."""
+
+    def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(total ms per sample, per-stage ms arrays in pipeline stage order); `pipeline`, when
+        given, is the one every sample is of (a model may cache per-row results with it)."""
+        raise NotImplementedError
+
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        totals, stages = self.predict_samples(samples_to_predict(p, nests_of(p, schedules, nests)), p)
+        return predictions(self.name, p, totals.tolist(), stages)

@@ -12,6 +12,7 @@ model itself is not changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -86,3 +87,7 @@ class OnlineCorrected:
         h, pr, nest = self._base(p, s, nest)
         f = math.exp(self._correction(h, nest))
         return Prediction(self.name, pr.total_ms * f, {k: v * f for k, v in pr.stages.items()})
+
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        """One at a time for now: each base prediction is cached with its nest (batching the base's is issue 12 item 4)."""
+        return [self.predict(p, s, n) for s, n in zip(schedules, nests or [None] * len(schedules), strict=True)]

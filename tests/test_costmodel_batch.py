@@ -1,0 +1,125 @@
+"""Batched predictions (`predict_many`) equal one-at-a-time ones (`predict`) for every model.
+
+The one-at-a-time oracle runs each schedule with the pipeline's caches emptied first (no
+row, placement, term or score from another schedule can leak in). Batches mix schedules
+that share cached rows (a mutation chain, a repeated schedule) with ones that share none
+(fresh samples), cold and with part of the batch predicted beforehand.
+
+Tolerance: the analytic and tree models are exact (the same float64 arithmetic per stage,
+and LightGBM scores each row on its own), so they are compared with ==. The two torch
+networks run in float32, where a batch of several graphs changes the matrix products'
+blocking: relative 1e-5 (observed differences are about 1e-6).
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from engine import features as F
+from engine import loopnest, zoo
+from engine.costmodel import SHIPPED, AnalyticModel, load_model
+from engine.costmodel.base import Prediction
+from engine.randpipe import random_pipeline
+from engine.sampler import mutate, sample_schedule
+from engine.schedule import Schedule
+
+PIPELINES = ("harris", "unsharp", "resnet_block", "conv_relu")
+EXACT = {"analytic": True, "analytic_1core": True, "tvm": True, "gnn": False, "halide": False}
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {
+        "analytic": AnalyticModel(),
+        "analytic_1core": AnalyticModel(cores=1),
+        **{k: load_model(SHIPPED, k) for k in ("tvm", "gnn", "halide")},
+    }
+
+
+def _schedules(p, seed: int) -> list[Schedule]:
+    """Fresh samples, a mutation chain from the first (rows shared along it) and a repeat."""
+    rng = random.Random(seed)
+    fresh = [sample_schedule(p, rng) for _ in range(4)]
+    chain = [fresh[0]]
+    for _ in range(4):
+        chain.append(mutate(p, chain[-1], rng))
+    return [fresh[1], *chain[1:3], fresh[2], *chain[3:], fresh[3], fresh[1]]
+
+
+def _cold(m, p, scheds) -> list[Prediction]:
+    out = []
+    for s in scheds:
+        F.clear_caches(p)
+        out.append(m.predict(p, s))
+    return out
+
+
+def _same(key: str, got: list[Prediction], want: list[Prediction]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.model == w.model and g.kind == "prediction"
+        assert list(g.stages) == list(w.stages)
+        if EXACT[key]:
+            assert g.total_ms == w.total_ms and g.stages == w.stages
+        else:
+            assert g.total_ms == pytest.approx(w.total_ms, rel=1e-5)
+            assert [g.stages[k] for k in g.stages] == pytest.approx([w.stages[k] for k in w.stages], rel=1e-5, abs=1e-9 * w.total_ms)
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+@pytest.mark.parametrize("key", list(EXACT))
+def test_batch_equals_single(models, key, name):
+    m, p = models[key], zoo.get(name, "small")
+    scheds = _schedules(p, seed=len(name))
+    want = _cold(m, p, scheds)
+    assert len({w.total_ms for w in want}) > 2, "the schedules predict differently (else the test proves little)"
+    F.clear_caches(p)
+    _same(key, m.predict_many(p, scheds), want)  # cold batch
+    F.clear_caches(p)
+    for s in scheds[1:4:2]:
+        m.predict(p, s)  # part of the batch (and rows it shares) cached beforehand
+    _same(key, m.predict_many(p, scheds), want)
+    _same(key, [m.predict(p, s) for s in scheds], want)  # warm singles
+    _same(key, m.predict_many(p, scheds[:3]) + m.predict_many(p, scheds[3:]), want)  # batches of other sizes
+
+
+@pytest.mark.parametrize("key", list(EXACT))
+def test_batch_on_a_random_pipeline_and_full_size(models, key):
+    m = models[key]
+    for p in (random_pipeline(11, 8, "small"), zoo.get("harris", "full")):
+        scheds = _schedules(p, seed=3)
+        want = _cold(m, p, scheds)
+        F.clear_caches(p)
+        _same(key, m.predict_many(p, scheds), want)
+
+
+def test_given_loop_nests(models):
+    p = zoo.get("unsharp", "small")
+    scheds = _schedules(p, seed=1)
+    nests = [loopnest.build(p, s) for s in scheds]
+    for key, m in models.items():
+        _same(key, m.predict_many(p, scheds, nests), m.predict_many(p, scheds))
+        mixed = [n if k % 2 else None for k, n in enumerate(nests)]  # None: built by the model
+        _same(key, m.predict_many(p, scheds, mixed), m.predict_many(p, scheds))
+        assert m.predict_many(p, []) == []
+        with pytest.raises(ValueError, match=r"2 loop nests for 3 schedules of unsharp"):
+            m.predict_many(p, scheds[:3], nests[:2])
+
+
+def test_tree_scores_cached_equal_lightgbm_on_every_row(models):
+    """The tree model's cached, de-duplicated scores give what LightGBM gives on the batch's
+    every costed row in one plain call."""
+    m, p = models["tvm"], zoo.get("harris", "small")
+    scheds = _schedules(p, seed=7)
+    F.clear_caches(p)
+    m.predict_many(p, scheds[:5])  # some rows cached
+    got = m.predict_many(p, scheds)
+    lo, hi = m.config["log_range"]
+    for s, g in zip(scheds, got):
+        x, _, _ = F.featurize(loopnest.build(p, s))
+        costed = x[:, F.INDEX["compute_inline"]] < 0.5
+        raw = m.booster.predict(x[costed].astype(np.float64), raw_score=True, num_threads=1)
+        ms = np.exp(m.base + raw)
+        assert g.total_ms == pytest.approx(float(np.exp(np.clip(np.log(ms.sum()), lo, hi))), rel=1e-12)
+        assert [v for v in g.stages.values() if v > 0] == pytest.approx(list(ms * g.total_ms / ms.sum()), rel=1e-12)
