@@ -17,7 +17,9 @@ from __future__ import annotations
 import io
 import math
 import random
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,23 @@ from .targets import LearnedModel, clip_predictions, log_range, targets_of
 
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0)
 BATCH_GRAPHS = 256  # schedules per disjoint graph when predicting (bounds the activations' memory)
+# torch's intra-op threads while predicting: on this 2-core machine two were 3-6x slower than
+# one for every batch measured (1 to 64 schedules of 10 to 140 stages; small matrices).
+INFERENCE_THREADS = 1
+_THREADS_LOCK = threading.Lock()
+
+
+@contextmanager
+def inference_threads() -> Iterator[None]:
+    """torch's thread count is the process's: set for one prediction and restored after it
+    (predictions from two threads take turns, so neither restores the other's setting)."""
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        torch.set_num_threads(INFERENCE_THREADS)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
 
 # --- batching ------------------------------------------------------------------------------
@@ -279,7 +298,7 @@ class TorchCostModel(LearnedModel):
         """(total ms per sample, per-stage ms arrays). Nothing is cached per row (`pipeline`
         is not used): message passing makes every stage's cost depend on its neighbours'."""
         totals, stages = [], []
-        with torch.no_grad():
+        with torch.no_grad(), inference_threads():
             for i in range(0, len(samples), BATCH_GRAPHS):
                 chunk = samples[i : i + BATCH_GRAPHS]
                 b = collate(chunk, self.net.norm)
