@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,14 +76,21 @@ def _compute_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
     return (float(work), float(min(lanes, MAX_LANES)), float(par), float(alloc <= CACHE_BYTES), float(traffic), float(pl.realizations))
 
 
-def stage_ms_array(terms: np.ndarray, cores: int) -> np.ndarray:
-    """Estimated ms of each row of `terms` ([n, N_TERMS]) on `cores` cores: the larger of
-    arithmetic and memory time, plus a fixed cost per realization."""
-    work, lanes, par, fits, traffic, real = terms.T
-    used = np.minimum(par, cores)
+def _ms(terms: Any, cores: int, minimum: Callable[[Any, Any], Any], maximum: Callable[[Any, Any], Any]) -> Any:
+    """The formula, on one stage's terms (floats, with min and max) or on columns of many
+    (arrays, with np.minimum and np.maximum): the larger of arithmetic and memory time,
+    plus a fixed cost per realization."""
+    work, lanes, par, fits, traffic, real = terms
+    used = minimum(par, cores)
     compute_s = work / (SCALAR_GFLOPS * lanes * used * 1e9)
-    memory_s = traffic / (np.where(fits > 0, CACHE_GBS, DRAM_GBS) * 1e9 * used)
-    return 1000 * (np.maximum(compute_s, memory_s) + real * REALIZATION_US * 1e-6)
+    gbs = fits * CACHE_GBS + (1 - fits) * DRAM_GBS  # fits is 0 or 1: exactly one of the two
+    memory_s = traffic / (gbs * 1e9 * used)
+    return 1000 * (maximum(compute_s, memory_s) + real * REALIZATION_US * 1e-6)
+
+
+def stage_ms_array(terms: np.ndarray, cores: int) -> np.ndarray:
+    """Estimated ms of each row of `terms` ([n, N_TERMS]) on `cores` cores."""
+    return _ms(terms.T, cores, np.minimum, np.maximum)
 
 
 class AnalyticModel(BatchedModel):
@@ -106,4 +114,4 @@ class AnalyticModel(BatchedModel):
 
     def stage_ms_of(self, nest: LoopNest, name: str) -> float:
         """Estimated ms of one stage (the features ask stage by stage, for the rows they miss)."""
-        return float(stage_ms_array(np.array([stage_terms(nest, name)]), self.cores)[0])
+        return float(_ms(stage_terms(nest, name), self.cores, min, max))  # one stage: plain floats beat 1-row arrays
