@@ -1,4 +1,4 @@
-"""`bench fuzz` (engine/bench_fuzz.py): a quick run in its own process, as a user starts it,
+"""`bench fuzz` (engine/bench/fuzz.py): a quick run in its own process, as a user starts it,
 must find nothing outside the engine's promises; and the instrument's own parts (NaN-aware
 comparison, CLI classification, the guard that keeps CLI cases from measuring) work."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import bench_fuzz as F
 from engine import zoo
+from engine.bench import fuzz as F
 from engine.schedule import default_schedule
 
 ROOT = Path(__file__).resolve().parent.parent

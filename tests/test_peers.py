@@ -1,4 +1,4 @@
-"""Peers (engine/peers.py): ONNX Runtime and PyTorch eager timed with the runner's protocol and
+"""Peers (engine/bench/peers.py): ONNX Runtime and PyTorch eager timed with the runner's protocol and
 checked against the reference; `bench models` and `measure --peers` (JSON structure only:
 timings are reported, never asserted)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import api, zoo
-from engine.peers import measure_peers, time_callable
+from engine.bench.peers import measure_peers, time_callable
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_CNN = ROOT / "resources" / "models" / "small_cnn.onnx"

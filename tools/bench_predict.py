@@ -33,7 +33,7 @@ DEFAULT_PIPELINES = ("harris", "conv_relu", "unsharp", "resnet_block")
 
 def resnet50(size: int = 224) -> Pipeline:
     """ResNet-50 exported by PyTorch and imported from ONNX (cached in the temp directory)."""
-    from engine.bench_import import export_resnet50  # noqa: PLC0415
+    from engine.bench.importing import export_resnet50  # noqa: PLC0415
     from engine.frontends import import_onnx  # noqa: PLC0415
 
     d = Path(tempfile.gettempdir()) / "bench-predict-resnet50"

@@ -1,7 +1,8 @@
 """`bench core | models | import | search | fuzz`: the benchmarks from the command line.
 
-Each prints its table (or, with --json, its one JSON object) and `--out FILE` also writes
-the JSON; progress goes to stderr.
+Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
+plain parameters; the result is printed as its table (or, with --json, one JSON object)
+and `--out FILE` also writes the JSON. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import zoo
-from ..bench_fuzz import add_parser as add_bench_fuzz_parser
-from ..bench_import import add_parser as add_bench_import_parser
-from ..bench_models import add_parser as add_bench_models_parser
-from ..bench_search import add_parser as add_bench_search_parser
 from ..halide_backend import AUTOSCHEDULERS
 from . import args as A
 from .args import print_result
 
 
-def register(subparsers: Any) -> None:
-    """Add the `bench` command and its subcommands to an `add_subparsers()` object."""
-    sp = subparsers.add_parser("bench", help="benchmarks")
-    bsub = sp.add_subparsers(dest="bench", required=True)
+def _split(names: str | None) -> list[str] | None:
+    """A normalized comma list (engine/cli/args.py) as names; None when not given."""
+    return [n for n in names.split(",") if n] if names else None
+
+
+# --- bench core -------------------------------------------------------------------------------
+def _core_parser(bsub: Any) -> None:
     bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
@@ -39,53 +39,165 @@ def register(subparsers: Any) -> None:
     bp.add_argument("--repeats", type=A.positive_int, default=3, help="measurements per variant (median of medians)")
     bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5)
     bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
-    add_bench_models_parser(bsub)
-    add_bench_import_parser(bsub)
-    add_bench_search_parser(bsub)
-    add_bench_fuzz_parser(bsub)
 
 
 def _core(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench import bench_core  # noqa: PLC0415  # heavy, only for this command
+    from ..bench.core import bench_core  # noqa: PLC0415  # heavy, only for this command
 
-    return bench_core(args)
+    autos = [] if args.autoschedulers == "none" else _split(args.autoschedulers) or []
+    return bench_core(
+        size=args.size, pipelines=_split(args.pipelines), autoschedulers=autos, repeats=args.repeats, min_time_s=args.min_time
+    )
+
+
+# --- bench models -----------------------------------------------------------------------------
+def _models_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("models", help="sample models: ONNX Runtime, PyTorch, default and best-found Halide schedules")
+    bp.add_argument("--json", action="store_true")
+    from ..search import STRATEGIES  # noqa: PLC0415
+
+    bp.add_argument("--models", type=A.input_files, help="comma-separated .onnx files (default: every model in resources/models)")
+    bp.add_argument(
+        "--pipelines",
+        type=A.names_in(A.zoo_names, "pipeline", special=["all"]),
+        help="also these built-in pipelines (comma-separated, or 'all'), hand schedule as best",
+    )
+    bp.add_argument("--size", choices=zoo.SIZES, default="full", help="size of the built-in pipelines")
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="rounds (each variant once per round; median of round medians)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5, help="minimum timed seconds per variant and round")
+    bp.add_argument("--threads", type=A.threads, default=None, help="threads for Halide and both peers (default: all cores)")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+    bp.add_argument(
+        "--search",
+        choices=[*sorted(STRATEGIES), "none"],
+        default="greedy",
+        help="search strategy for the models' best schedule, or 'none' (heuristic)",
+    )
+    bp.add_argument("--search-budget-s", type=A.positive_seconds, default=60.0, help="wall seconds per model's search")
+    bp.add_argument("--search-trials", type=A.positive_int, default=24)
 
 
 def _models(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench_models import bench_models  # noqa: PLC0415
+    from ..bench.models import bench_models  # noqa: PLC0415
 
-    return bench_models(args)
+    pipelines = zoo.names() if args.pipelines == "all" else _split(args.pipelines) or []
+    return bench_models(
+        models=_split(args.models), pipelines=pipelines, size=args.size, repeats=args.repeats, min_time_s=args.min_time,
+        threads=args.threads, search=None if args.search == "none" else args.search, search_budget_s=args.search_budget_s,
+        search_trials=args.search_trials,
+    )  # fmt: skip
+
+
+# --- bench import -----------------------------------------------------------------------------
+def _import_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("import", help="ResNet-50 ONNX: import, default schedule, lowering and JIT compile, timed per phase")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--model", type=A.input_file, help="time this .onnx file instead of exporting ResNet-50")
+    # ResNet-50 halves its input five times: 32 is the least that leaves a pixel.
+    resnet_size = A.int_in(32, 4096)
+    bp.add_argument("--size", type=resnet_size, default=224, help="ResNet-50 input height and width (default 224)")
+    bp.add_argument(
+        "--width", type=A.int_in(1, 1024), default=64, help="ResNet-50 stem channels (64 is the real network; smaller keeps the graph)"
+    )
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="timed repeats (medians are reported)")
+    bp.add_argument(
+        "--verify-size",
+        type=A.zero_or(resnet_size),
+        default=0,
+        help="also run the default schedule once at this input size (32 or more; 0: no), verified with ONNX Runtime",
+    )
+    bp.add_argument("--threads", type=A.threads, default=None, help="Halide threads for the verification run")
+    bp.add_argument(
+        "--compare-whole",
+        type=A.nonneg_int,
+        default=0,
+        metavar="N",
+        help="also compile N times as one Halide pipeline (no segments), for comparison",
+    )
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def _import(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench_import import bench_import  # noqa: PLC0415
+    from ..bench.importing import bench_import  # noqa: PLC0415
 
-    return bench_import(args)
+    return bench_import(
+        model=args.model, size=args.size, width=args.width, repeats=args.repeats, verify_size=args.verify_size, threads=args.threads,
+        compare_whole=args.compare_whole,
+    )  # fmt: skip
+
+
+# --- bench search -----------------------------------------------------------------------------
+def _search_parser(bsub: Any) -> None:
+    from ..search import STRATEGIES  # noqa: PLC0415
+
+    bp = bsub.add_parser("search", help="every search strategy and Halide autoscheduler on every zoo pipeline")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
+    bp.add_argument(
+        "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(sorted(STRATEGIES)), help="comma-separated subset"
+    )
+    bp.add_argument("--size", choices=zoo.SIZES, default="full")
+    bp.add_argument(
+        "--budget-s", type=A.positive_seconds, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)"
+    )
+    bp.add_argument("--extra-s", type=A.nonneg_seconds, default=60.0, help="measurement seconds on top of Adams2019's search time")
+    bp.add_argument("--trials", type=A.positive_int, default=24, help="hardware measurements per search at most")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument(
+        "--model", choices=A.COST_MODELS, default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm"
+    )
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="final rounds (median of round medians)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3, help="minimum timed seconds per variant and round")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def _search(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench_search import bench_search  # noqa: PLC0415
+    from ..bench.search import bench_search  # noqa: PLC0415
 
-    return bench_search(args)
+    return bench_search(
+        pipelines=_split(args.pipelines), strategies=_split(args.strategies), size=args.size, budget_s=args.budget_s,
+        extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model, repeats=args.repeats, min_time_s=args.min_time,
+    )  # fmt: skip
+
+
+# --- bench fuzz -------------------------------------------------------------------------------
+def _fuzz_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("fuzz", help="bad schedules, models and options through the public paths; a sample measured and rechecked")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--n", type=A.positive_int, default=1000, help="cases (3/5 schedules, 1/5 ONNX models, 1/5 CLI)")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument("--measure-sample", type=A.nonneg_int, default=20, help="accepted schedules measured and rechecked")
+    bp.add_argument("--timeout", type=A.positive_seconds, default=10.0, help="seconds per measurement before its worker is killed")
+    bp.add_argument("--threads", type=A.threads, default=2, help="Halide threads for the measurements")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def _fuzz(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench_fuzz import bench_fuzz  # noqa: PLC0415
+    from ..bench.fuzz import bench_fuzz  # noqa: PLC0415
 
-    return bench_fuzz(args)
+    return bench_fuzz(n=args.n, seed=args.seed, measure_sample=args.measure_sample, timeout_s=args.timeout, threads=args.threads)
 
 
-BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "core": _core,
-    "models": _models,
-    "import": _import,
-    "search": _search,
-    "fuzz": _fuzz,
+# name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
+BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
+    "core": (_core_parser, _core),
+    "models": (_models_parser, _models),
+    "import": (_import_parser, _import),
+    "search": (_search_parser, _search),
+    "fuzz": (_fuzz_parser, _fuzz),
 }
 
 
+def register(subparsers: Any) -> None:
+    """Add the `bench` command and its subcommands to an `add_subparsers()` object."""
+    sp = subparsers.add_parser("bench", help="benchmarks")
+    bsub = sp.add_subparsers(dest="bench", required=True)
+    for add_parser, _ in BENCHMARKS.values():
+        add_parser(bsub)
+
+
 def run(args: argparse.Namespace) -> int:
-    result = BENCHMARKS[args.bench](args)
+    result = BENCHMARKS[args.bench][1](args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     print_result(args, result, result["table"])

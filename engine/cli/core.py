@@ -133,7 +133,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         m = api.measure(p, s, runner, db, force=args.force, **_job_opts(args))
     extra: dict[str, Any] = {"schedule": s.name or args.schedule, "size": args.size}
     if args.peers and m.ok:
-        from ..peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
+        from ..bench.peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
 
         extra["peers"] = [t.to_json() for t in measure_peers(p, runner.threads, args.min_time)]
     code = _report(args, m, extra)

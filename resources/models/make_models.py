@@ -157,7 +157,7 @@ class ResNet50(nn.Module):
 
 def randomize_bn(m: nn.Module, g: torch.Generator) -> None:
     """Draw every BatchNorm2d's weight, bias and running statistics of `m` from `g`, in place
-    (a fresh BatchNorm2d is nearly the identity); engine/peers.py rebuilds the exported
+    (a fresh BatchNorm2d is nearly the identity); engine/bench/peers.py rebuilds the exported
     models' weights with it."""
     for bn in m.modules():
         if isinstance(bn, nn.BatchNorm2d):

@@ -1,6 +1,6 @@
 """`bench models`: each sample model (resources/models/*.onnx) under ONNX Runtime, PyTorch
 eager, Halide with the default schedule and Halide with the best schedule found, all
-measured in the same run, interleaved in rounds as in `bench core` (engine/bench.py).
+measured in the same run, interleaved in rounds as in `bench core` (engine/bench/core.py).
 
 "Best found" is the rule-based heuristic schedule (engine/heuristic.py) until a search
 exists; for built-in pipelines (--pipelines) it is the hand schedule. Every Halide
@@ -11,67 +11,38 @@ one (the worker is idle meanwhile), all with the same number of threads.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import api, zoo
-from . import reference as R
-from .cli import args as A
-from .halide_backend import target_string
-from .heuristic import heuristic_schedule
-from .ir import Pipeline
-from .measure import Measurement, Runner, default_threads, host_fingerprint
+from .. import api
+from .. import reference as R
+from ..halide_backend import target_string
+from ..heuristic import heuristic_schedule
+from ..ir import Pipeline
+from ..measure import Measurement, Runner, default_threads, host_fingerprint
+from ..resources import MODELS_DIR
+from ..schedule import Schedule, default_schedule
 from .peers import PEERS, Peer, PeerTiming, check_peer, make_peers, time_peer
-from .resources import MODELS_DIR
-from .schedule import Schedule, default_schedule
 
 NOTE = "best found = the --search strategy's best (started from the heuristic schedule; --search none: the heuristic)"
 LABELS = {"onnxruntime": "ORT", "pytorch": "PyTorch", "default": "default", "best": "best"}
 
 
-def add_parser(bsub: Any) -> None:
-    """The `bench models` subcommand's arguments (engine/cli.py adds the subcommand)."""
-    bp = bsub.add_parser("models", help="sample models: ONNX Runtime, PyTorch, default and best-found Halide schedules")
-    bp.add_argument("--json", action="store_true")
-    from .search import STRATEGIES  # noqa: PLC0415
-
-    bp.add_argument("--models", type=A.input_files, help="comma-separated .onnx files (default: every model in resources/models)")
-    bp.add_argument(
-        "--pipelines",
-        type=A.names_in(A.zoo_names, "pipeline", special=["all"]),
-        help="also these built-in pipelines (comma-separated, or 'all'), hand schedule as best",
-    )
-    bp.add_argument("--size", choices=zoo.SIZES, default="full", help="size of the built-in pipelines")
-    bp.add_argument("--repeats", type=A.positive_int, default=3, help="rounds (each variant once per round; median of round medians)")
-    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5, help="minimum timed seconds per variant and round")
-    bp.add_argument("--threads", type=A.threads, default=None, help="threads for Halide and both peers (default: all cores)")
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
-    bp.add_argument(
-        "--search",
-        choices=[*sorted(STRATEGIES), "none"],
-        default="greedy",
-        help="search strategy for the models' best schedule, or 'none' (heuristic)",
-    )
-    bp.add_argument("--search-budget-s", type=A.positive_seconds, default=60.0, help="wall seconds per model's search")
-    bp.add_argument("--search-trials", type=A.positive_int, default=24)
-
-
-def _targets(args: argparse.Namespace) -> list[tuple[str, str, Pipeline, Schedule]]:
+def _targets(models: Sequence[str | Path] | None, pipelines: Sequence[str], size: str) -> list[tuple[str, str, Pipeline, Schedule]]:
     """(name, kind, pipeline, best schedule) for every model and requested built-in pipeline."""
     out = []
-    paths = [Path(m) for m in args.models.split(",") if m] if args.models else sorted(MODELS_DIR.glob("*.onnx"))
+    paths = [Path(m) for m in models] if models is not None else sorted(MODELS_DIR.glob("*.onnx"))
     for path in paths:
         p = api.load_pipeline(str(path))
         out.append((path.stem, "model", p, heuristic_schedule(p)))
-    names = zoo.names() if args.pipelines == "all" else [n for n in (args.pipelines or "").split(",") if n]
-    for n in names:
-        p = api.load_pipeline(n, args.size)
+    for n in pipelines:
+        p = api.load_pipeline(n, size)
         out.append((n, "pipeline", p, api.load_schedule(p, "hand")))
     return out
 
@@ -112,22 +83,22 @@ def _cell(medians: list[float], best: float, iqrs: list[float]) -> dict[str, Any
     return {"ok": True, "median_ms": med, "min_ms": best, "spread": spread, "round_medians_ms": medians}
 
 
-def _bench_one(p: Pipeline, best: Schedule, runner: Runner, args: argparse.Namespace, threads: int, name: str) -> dict[str, Any]:
+def _bench_one(p: Pipeline, best: Schedule, runner: Runner, threads: int, name: str, repeats: int, min_time_s: float) -> dict[str, Any]:
     inputs = R.make_inputs(p, 0)  # the worker's input for seed 0: every variant computes the same thing
     refs, method = R.reference(p, inputs)
     peers = make_peers(p, inputs, threads)
     checks = {n: check_peer(pr, p, refs, method) for n, pr in peers.items() if isinstance(pr, Peer)}
     scheds = {"default": default_schedule(p), "best": best}
     runs: dict[str, list[Any]] = {v: [] for v in [*PEERS, *scheds]}
-    opts = {"min_time_s": args.min_time, "timeout_s": 900.0, "profile": False}
-    for r in range(args.repeats):
+    opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
+    for r in range(repeats):
         # Rounds outside, variants inside: each variant sees the same stretch of machine load.
         for label in runs:
             peer = peers.get(label)
             if isinstance(peer, str):
                 continue
             if peer is not None:
-                t = time_peer(peer, args.min_time)
+                t = time_peer(peer, min_time_s)
                 runs[label].append(t)
                 _progress(f"{name} {label} round {r + 1}", t.median_ms, t.error)
             else:
@@ -153,31 +124,46 @@ def _bench_one(p: Pipeline, best: Schedule, runner: Runner, args: argparse.Names
     return row
 
 
-def _search(p: Pipeline, heuristic: Schedule, runner: Runner, args: argparse.Namespace) -> dict[str, Any]:
+def _search(p: Pipeline, runner: Runner, strategy: str | None, trials: int, budget_s: float) -> dict[str, Any]:
     """The search's best schedule for a model (it starts from the heuristic schedule, so it
     is never worse than that in its own measurements), with what the search cost."""
-    if args.search == "none":
+    if strategy is None:
         return {}
-    from .search import Budget, run_search  # noqa: PLC0415
+    from ..search import Budget, run_search  # noqa: PLC0415
 
-    res = run_search(p, args.search, Budget(args.search_trials, args.search_budget_s), runner=runner)
+    res = run_search(p, strategy, Budget(trials, budget_s), runner=runner)
     if res.best is None:
-        return {"search": {"strategy": args.search, "error": "nothing verified"}}
-    res.best.name = f"{args.search} search"
-    info = {"strategy": args.search, "search_s": res.search_s, "model_s": res.model_s, "trials": len(res.trials), "model": res.model}
+        return {"search": {"strategy": strategy, "error": "nothing verified"}}
+    res.best.name = f"{strategy} search"
+    info = {"strategy": strategy, "search_s": res.search_s, "model_s": res.model_s, "trials": len(res.trials), "model": res.model}
     return {"schedule": res.best, "search": info}
 
 
-def bench_models(args: argparse.Namespace) -> dict[str, Any]:
-    threads = args.threads or default_threads()
+def bench_models(
+    models: Sequence[str | Path] | None = None,
+    pipelines: Sequence[str] = (),
+    size: str = "full",
+    repeats: int = 3,
+    min_time_s: float = 0.5,
+    threads: int | None = None,
+    search: str | None = "greedy",
+    search_budget_s: float = 60.0,
+    search_trials: int = 24,
+) -> dict[str, Any]:
+    """The .onnx `models` (default: every model in resources/models), their best schedule
+    found by the `search` strategy (None: the heuristic schedule) within `search_trials`
+    measurements and `search_budget_s` seconds, and the built-in `pipelines` at `size` with
+    their hand schedule as best; every variant `repeats` rounds of >= `min_time_s` seconds,
+    with `threads` threads (default: all cores)."""
+    threads = threads or default_threads()
     t0, load_before = time.time(), os.getloadavg()
     results: dict[str, Any] = {}
-    targets = _targets(args)
+    targets = _targets(models, pipelines, size)
     with Runner(threads) as runner:
         for name, kind, p, best in targets:
-            found = _search(p, best, runner, args) if kind == "model" else {}
+            found = _search(p, runner, search, search_trials, search_budget_s) if kind == "model" else {}
             best = found.pop("schedule", best)
-            results[name] = {"kind": kind, **_bench_one(p, best, runner, args, threads, name), **found}
+            results[name] = {"kind": kind, **_bench_one(p, best, runner, threads, name, repeats, min_time_s), **found}
     load_after = os.getloadavg()
     machine = {
         "host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version(),
@@ -185,12 +171,12 @@ def bench_models(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     table = _table(results) + (
         f"\n{NOTE}; built-in pipelines: best = hand schedule."
-        f"\n{threads} threads for every variant; {args.repeats} rounds of >= {args.min_time:g} s each; "
+        f"\n{threads} threads for every variant; {repeats} rounds of >= {min_time_s:g} s each; "
         f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after on {os.cpu_count()} cores "
         f"(PyTorch with OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'default'}: its barriers suffer most from other load)."
     )
     return {
-        "note": NOTE, "machine": machine, "threads": threads, "repeats": args.repeats, "min_time_s": args.min_time,
+        "note": NOTE, "machine": machine, "threads": threads, "repeats": repeats, "min_time_s": min_time_s,
         "wall_s": time.time() - t0, "results": results, "table": table,
     }  # fmt: skip
 

@@ -21,7 +21,6 @@ against ONNX Runtime (`--verify-size`, a separate export at that input size).
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import platform
@@ -33,45 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import halide_backend as HB
-from . import segments
-from .cli import args as A
-from .ir import Pipeline
-from .measure import Runner, default_threads, host_fingerprint
-from .resources import MAKE_MODELS
-from .schedule import default_schedule, validate
+from .. import halide_backend as HB
+from .. import segments
+from ..ir import Pipeline
+from ..measure import Runner, default_threads, host_fingerprint
+from ..resources import MAKE_MODELS
+from ..schedule import default_schedule, validate
 
 TARGET_S = 5.0
 PHASES = ("import", "schedule", "lower", "compile")
-
-
-def add_parser(bsub: Any) -> None:
-    """The `bench import` subcommand's arguments (engine/cli.py adds the subcommand)."""
-    bp = bsub.add_parser("import", help="ResNet-50 ONNX: import, default schedule, lowering and JIT compile, timed per phase")
-    bp.add_argument("--json", action="store_true")
-    bp.add_argument("--model", type=A.input_file, help="time this .onnx file instead of exporting ResNet-50")
-    # ResNet-50 halves its input five times: 32 is the least that leaves a pixel.
-    resnet_size = A.int_in(32, 4096)
-    bp.add_argument("--size", type=resnet_size, default=224, help="ResNet-50 input height and width (default 224)")
-    bp.add_argument(
-        "--width", type=A.int_in(1, 1024), default=64, help="ResNet-50 stem channels (64 is the real network; smaller keeps the graph)"
-    )
-    bp.add_argument("--repeats", type=A.positive_int, default=3, help="timed repeats (medians are reported)")
-    bp.add_argument(
-        "--verify-size",
-        type=A.zero_or(resnet_size),
-        default=0,
-        help="also run the default schedule once at this input size (32 or more; 0: no), verified with ONNX Runtime",
-    )
-    bp.add_argument("--threads", type=A.threads, default=None, help="Halide threads for the verification run")
-    bp.add_argument(
-        "--compare-whole",
-        type=A.nonneg_int,
-        default=0,
-        metavar="N",
-        help="also compile N times as one Halide pipeline (no segments), for comparison",
-    )
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
 def export_resnet50(path: Path, size: int, width: int) -> Path:
@@ -93,7 +62,7 @@ def one_pass(model: Path, weights_dir: Path, segmented: bool | None = None) -> t
     """Import, schedule, lower and compile once; wall and CPU seconds per phase. Compiled
     segments are not reused between passes (the cache is cleared first)."""
     segments.clear_cache()
-    from .frontends import import_onnx  # noqa: PLC0415
+    from ..frontends import import_onnx  # noqa: PLC0415
 
     res, w_imp, c_imp = _timed(lambda: import_onnx(model, weights_dir))
     p = res.pipeline
@@ -115,15 +84,15 @@ def _default(p: Pipeline) -> Any:
 
 def _runtime_jit() -> float:
     """Compile a one-stage pipeline: Halide's runtime is JIT-compiled with the first one."""
-    from .expr import Access, Var  # noqa: PLC0415
-    from .ir import Dim, Input, Stage  # noqa: PLC0415
+    from ..expr import Access, Var  # noqa: PLC0415
+    from ..ir import Dim, Input, Stage  # noqa: PLC0415
 
     p = Pipeline("warmup", [Input("a", (4,))], [Stage("out", (Dim("x", 4),), Access("a", (Var("x"),)))], ["out"])
     return HB.compile_jit(HB.lower(p, default_schedule(p)))
 
 
 def _verify(size: int, width: int, model: str | None, tmp: Path, threads: int) -> dict[str, Any]:
-    from . import api  # noqa: PLC0415
+    from .. import api  # noqa: PLC0415
 
     path = Path(model) if model else export_resnet50(tmp / f"resnet50_{size}.onnx", size, width)
     p = api.load_pipeline(str(path))
@@ -135,36 +104,49 @@ def _verify(size: int, width: int, model: str | None, tmp: Path, threads: int) -
     }  # fmt: skip
 
 
-def bench_import(args: argparse.Namespace) -> dict[str, Any]:
+def bench_import(
+    model: str | Path | None = None,
+    size: int = 224,
+    width: int = 64,
+    repeats: int = 3,
+    verify_size: int = 0,
+    threads: int | None = None,
+    compare_whole: int = 0,
+) -> dict[str, Any]:
+    """Time `model` (default: ResNet-50 exported at `size` x `size` with `width` stem
+    channels) `repeats` times, per phase; `compare_whole` more compiles as one Halide
+    pipeline; `verify_size` > 0: the default schedule run once at that input size with
+    `threads` threads and verified against ONNX Runtime (see the module docstring)."""
     t0, load_before = time.time(), os.getloadavg()
+    given = Path(model) if model else None
     with tempfile.TemporaryDirectory(prefix="bench-import-") as d:
         tmp = Path(d)
-        if args.model:
-            model, export_s = Path(args.model), 0.0
+        if given is not None:
+            path, export_s = given, 0.0
         else:
-            print(f"[bench import] exporting ResNet-50 at {args.size}x{args.size} ...", file=sys.stderr, flush=True)
-            model, export_s, _ = _timed(lambda: export_resnet50(tmp / "resnet50.onnx", args.size, args.width))
+            print(f"[bench import] exporting ResNet-50 at {size}x{size} ...", file=sys.stderr, flush=True)
+            path, export_s, _ = _timed(lambda: export_resnet50(tmp / "resnet50.onnx", size, width))
         runtime_jit_s = _runtime_jit()
         runs: list[dict[str, dict[str, float]]] = []
-        for r in range(args.repeats):
-            p, times = one_pass(model, tmp / f"weights{r}")
+        for r in range(repeats):
+            p, times = one_pass(path, tmp / f"weights{r}")
             runs.append(times)
             parts = ", ".join(f"{k} {times[k]['wall_s']:.2f}" for k in PHASES)
             print(f"[bench import] repeat {r + 1}: {sum(times[k]['wall_s'] for k in PHASES):.2f} s ({parts})", file=sys.stderr, flush=True)
-        whole = [one_pass(model, tmp / f"whole{r}", segmented=False)[1]["compile"]["wall_s"] for r in range(args.compare_whole)]
-        verify = _verify(args.verify_size, args.width, None, tmp, args.threads or default_threads()) if args.verify_size else None
-        model_mb = model.stat().st_size / 1e6
+        whole = [one_pass(path, tmp / f"whole{r}", segmented=False)[1]["compile"]["wall_s"] for r in range(compare_whole)]
+        verify = _verify(verify_size, width, None, tmp, threads or default_threads()) if verify_size else None
+        model_mb = path.stat().st_size / 1e6
     phases = {k: {u: statistics.median(t[k][u] for t in runs) for u in ("wall_s", "cpu_s")} for k in PHASES}
     totals = [sum(t[k]["wall_s"] for k in PHASES) for t in runs]
     total = statistics.median(totals)
     result: dict[str, Any] = {
         "model": {
-            "file": "resnet50 (exported at run time)" if not args.model else str(args.model), "file_mb": round(model_mb, 1),
-            "input": [1, 3, args.size, args.size] if not args.model else None, "width": args.width if not args.model else None,
+            "file": "resnet50 (exported at run time)" if given is None else str(model), "file_mb": round(model_mb, 1),
+            "input": [1, 3, size, size] if given is None else None, "width": width if given is None else None,
             "export_s": export_s, "stages": len(p.stages), "inputs": len(p.inputs), "weights": sum(i.weight for i in p.inputs),
             "gflop": p.flops() / 1e9,
         },
-        "repeats": args.repeats, "phases": phases, "runs": runs, "total_s": total, "total_cpu_s": sum(v["cpu_s"] for v in phases.values()),
+        "repeats": repeats, "phases": phases, "runs": runs, "total_s": total, "total_cpu_s": sum(v["cpu_s"] for v in phases.values()),
         "segments": runs[-1].get("segments"),
         "compile_whole_s": statistics.median(whole) if whole else None, "compile_whole_runs": whole,
         "target_s": TARGET_S, "under_target": total < TARGET_S, "runtime_jit_s": runtime_jit_s, "verify": verify,

@@ -3,19 +3,19 @@ of Halide's autoschedulers, measured in the same run on the same machine."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from . import api, zoo
-from .expr import Access, Var
-from .halide_backend import AUTOSCHEDULERS, target_string
-from .ir import Dim, Input, Pipeline, Stage
-from .measure import Measurement, Runner, host_fingerprint
+from .. import api, zoo
+from ..expr import Access, Var
+from ..halide_backend import AUTOSCHEDULERS, target_string
+from ..ir import Dim, Input, Pipeline, Stage
+from ..measure import Measurement, Runner, host_fingerprint
 
 
 def _trivial() -> Pipeline:
@@ -52,23 +52,32 @@ def median_cell(p: Pipeline, ms: list[Measurement]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def bench_core(args: argparse.Namespace) -> dict[str, Any]:
-    names = args.pipelines.split(",") if args.pipelines else zoo.names()
-    autos = [] if args.autoschedulers == "none" else [a for a in args.autoschedulers.split(",") if a]
+def bench_core(
+    size: str = "full",
+    pipelines: Sequence[str] | None = None,
+    autoschedulers: Sequence[str] = tuple(AUTOSCHEDULERS),
+    repeats: int = 3,
+    min_time_s: float = 0.5,
+) -> dict[str, Any]:
+    """Every zoo pipeline of `pipelines` (default: all) at `size` under the default and hand
+    schedules and each of `autoschedulers` (may be empty), `repeats` rounds of at least
+    `min_time_s` timed seconds per variant; the median of the round medians is the figure."""
+    names = list(pipelines) if pipelines is not None else zoo.names()
+    autos = list(autoschedulers)
     for a in autos:
         if a not in AUTOSCHEDULERS:
             raise ValueError(f"unknown autoscheduler {a!r}")
-    opts = {"min_time_s": args.min_time, "timeout_s": 900.0, "profile": False}
+    opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
     results: dict[str, Any] = {}
     t_start = time.time()
-    from .peak import fma_peak_gflops  # noqa: PLC0415
+    from .peak import fma_peak_gflops  # noqa: PLC0415  # compiles a Halide kernel: only when benchmarking
 
     peak_before = fma_peak_gflops()
     with Runner() as runner:
-        ov = api.measure(_trivial(), None, runner, None, min_time_s=0.3, rounds=args.repeats, verify=True)
+        ov = api.measure(_trivial(), None, runner, None, min_time_s=0.3, rounds=repeats, verify=True)
         overhead_ms = ov.median_ms or 0.0
         for name in names:
-            p = zoo.get(name, args.size)
+            p = zoo.get(name, size)
             variants: dict[str, dict[str, Any]] = {
                 "default": {"sched": api.load_schedule(p, "default")},
                 "hand": {"sched": api.load_schedule(p, "hand")},
@@ -77,7 +86,7 @@ def bench_core(args: argparse.Namespace) -> dict[str, Any]:
             # Rounds outside, variants inside: each variant sees the same stretch of machine
             # load. The worker keeps compiled variants, so later rounds only time them.
             runs: dict[str, list[Measurement]] = {v: [] for v in variants}
-            for r in range(args.repeats):
+            for r in range(repeats):
                 for label, v in variants.items():
                     m = api.measure(p, v["sched"], runner, None, autoscheduler=v.get("autoscheduler"), **opts)
                     runs[label].append(m)
@@ -98,8 +107,8 @@ def bench_core(args: argparse.Namespace) -> dict[str, Any]:
     geo = [r["hand_speedup_over_adams2019"] for r in results.values() if "hand_speedup_over_adams2019" in r]
     return {
         "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
-        "size": args.size,
-        "repeats": args.repeats,
+        "size": size,
+        "repeats": repeats,
         "fma_peak_gflops": peak,
         "runner_overhead_ms": overhead_ms,
         "runner_overhead_pct_of_1ms": 100 * overhead_ms / 1.0,

@@ -12,45 +12,19 @@ over Adams2019 and over Mullapudi2016, with every pipeline where a strategy lose
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from . import api, zoo
-from .bench import geomean, median_cell
-from .cli import args as A
-from .costmodel import model_by_name
-from .halide_backend import AUTOSCHEDULERS, target_string
-from .measure import Measurement, Runner, host_fingerprint
-from .schedule import Schedule
-
-
-def add_parser(bsub: Any) -> None:
-    """The `bench search` subcommand's arguments (engine/cli.py adds the subcommand)."""
-    from .search import STRATEGIES  # noqa: PLC0415
-
-    bp = bsub.add_parser("search", help="every search strategy and Halide autoscheduler on every zoo pipeline")
-    bp.add_argument("--json", action="store_true")
-    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
-    bp.add_argument(
-        "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(sorted(STRATEGIES)), help="comma-separated subset"
-    )
-    bp.add_argument("--size", choices=zoo.SIZES, default="full")
-    bp.add_argument(
-        "--budget-s", type=A.positive_seconds, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)"
-    )
-    bp.add_argument("--extra-s", type=A.nonneg_seconds, default=60.0, help="measurement seconds on top of Adams2019's search time")
-    bp.add_argument("--trials", type=A.positive_int, default=24, help="hardware measurements per search at most")
-    bp.add_argument("--seed", type=A.seed, default=0)
-    bp.add_argument(
-        "--model", choices=A.COST_MODELS, default="default", help="cost model: default (the chosen one), analytic, gnn, halide or tvm"
-    )
-    bp.add_argument("--repeats", type=A.positive_int, default=3, help="final rounds (median of round medians)")
-    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3, help="minimum timed seconds per variant and round")
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+from .. import api, zoo
+from ..costmodel import model_by_name
+from ..halide_backend import AUTOSCHEDULERS, target_string
+from ..measure import Measurement, Runner, host_fingerprint
+from ..schedule import Schedule
+from .core import geomean, median_cell
 
 
 def _log(msg: str) -> None:
@@ -63,10 +37,12 @@ def _verified_row(p: Any, ms: list[Measurement]) -> dict[str, Any]:
     return cell if not cell["ok"] or cell["verified"] else {"ok": False, "error": "not verified"}
 
 
-def _search_one(p: Any, strategy: str, budget_s: float, args: argparse.Namespace, runner: Runner) -> tuple[dict[str, Any], Schedule | None]:
-    from .search import Budget, run_search  # noqa: PLC0415
+def _search_one(
+    p: Any, strategy: str, budget_s: float, trials: int, seed: int, model: str, runner: Runner
+) -> tuple[dict[str, Any], Schedule | None]:
+    from ..search import Budget, run_search  # noqa: PLC0415
 
-    res = run_search(p, strategy, Budget(args.trials, budget_s), args.seed, model=model_by_name(args.model), runner=runner, db=None)
+    res = run_search(p, strategy, Budget(trials, budget_s), seed, model=model_by_name(model), runner=runner, db=None)
     info = {
         "search_s": res.search_s, "model_s": res.model_s, "measure_s": res.measure_s, "trials": len(res.trials),
         "failed_trials": sum(1 for t in res.trials if not t.verified), "seen": res.seen, "budget_s": budget_s,
@@ -76,24 +52,39 @@ def _search_one(p: Any, strategy: str, budget_s: float, args: argparse.Namespace
     return info, res.best
 
 
-def bench_search(args: argparse.Namespace) -> dict[str, Any]:
-    from .search import STRATEGIES  # noqa: PLC0415
+def bench_search(
+    pipelines: Sequence[str] | None = None,
+    strategies: Sequence[str] | None = None,
+    size: str = "full",
+    budget_s: float | None = None,
+    extra_s: float = 60.0,
+    trials: int = 24,
+    seed: int = 0,
+    model: str = "default",
+    repeats: int = 3,
+    min_time_s: float = 0.3,
+) -> dict[str, Any]:
+    """`strategies` (default: every one) against Halide's autoschedulers on the zoo
+    `pipelines` (default: all) at `size`: each search with `trials` measurements at most,
+    cost model `model`, and `budget_s` wall seconds (None: Adams2019's search time plus
+    `extra_s`); then `repeats` interleaved rounds of >= `min_time_s` seconds per result."""
+    from ..search import STRATEGIES  # noqa: PLC0415
 
-    names = args.pipelines.split(",") if args.pipelines else zoo.names()
-    strategies = [s for s in args.strategies.split(",") if s]
-    for s in strategies:
+    names = list(pipelines) if pipelines is not None else zoo.names()
+    strats = list(strategies) if strategies is not None else sorted(STRATEGIES)
+    for s in strats:
         if s not in STRATEGIES:
             raise ValueError(f"unknown strategy {s!r}; expected one of {', '.join(sorted(STRATEGIES))}")
     try:
-        model_by_name(args.model)  # before any measurement: a model that is not trained fails now
+        model_by_name(model)  # before any measurement: a model that is not trained fails now
     except ValueError as exc:
         raise api.InputError(str(exc)) from None
-    opts = {"min_time_s": args.min_time, "timeout_s": 900.0, "profile": False}
+    opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
     t_start = time.time()
     results: dict[str, Any] = {}
     with Runner() as runner:
         for name in names:
-            p = zoo.get(name, args.size)
+            p = zoo.get(name, size)
             row: dict[str, Any] = {"stages": len(p.stages), "gflop": p.flops() / 1e9}
             variants: dict[str, tuple[Schedule | None, str | None]] = {}
             for a in AUTOSCHEDULERS:
@@ -102,25 +93,25 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
                 variants[a] = (None, a)
                 _log(f"{name} {a}: " + (f"{m.median_ms:.3f} ms, search {m.search_s:.1f} s" if m.ok else f"FAILED {m.error}"))
             adams_s = row["Adams2019"]["search_s"] or 0.0
-            budget = args.budget_s if args.budget_s is not None else adams_s + args.extra_s
-            for s in strategies:
-                row[s], best = _search_one(p, s, budget, args, runner)
+            budget = budget_s if budget_s is not None else adams_s + extra_s
+            for s in strats:
+                row[s], best = _search_one(p, s, budget, trials, seed, model, runner)
                 if best is not None:
                     variants[s] = (best, None)
             runs: dict[str, list[Measurement]] = {v: [] for v in variants}
-            for _ in range(args.repeats):
+            for _ in range(repeats):
                 for label, (sched, auto) in variants.items():
                     runs[label].append(api.measure(p, sched, runner, None, autoscheduler=auto, **opts))
             for label, ms in runs.items():
                 row[label] = {**_verified_row(p, ms), **row[label]}  # the search's own figures stay
-            for s in strategies:
+            for s in strats:
                 for a in ("Adams2019", "Mullapudi2016"):
                     if row[s].get("ok") and row[a].get("ok"):
                         row[s][f"speedup_over_{a.lower()}"] = row[a]["median_ms"] / row[s]["median_ms"]
             results[name] = row
             _log(f"{name}: " + ", ".join(f"{k} {v.get('median_ms', float('nan')):.3f}" for k, v in row.items() if isinstance(v, dict)))
     summary = {}
-    for s in strategies:
+    for s in strats:
         over = {
             a: [r[s][f"speedup_over_{a.lower()}"] for r in results.values() if f"speedup_over_{a.lower()}" in r[s]]
             for a in ("Adams2019", "Mullapudi2016")
@@ -133,9 +124,9 @@ def bench_search(args: argparse.Namespace) -> dict[str, Any]:
         }
     return {
         "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
-        "size": args.size, "repeats": args.repeats, "trials": args.trials, "seed": args.seed, "model": args.model,
-        "budget": f"{args.budget_s} s" if args.budget_s is not None else f"Adams2019 search time + {args.extra_s} s",
-        "wall_s": time.time() - t_start, "summary": summary, "pipelines": results, "table": _table(results, strategies, summary),
+        "size": size, "repeats": repeats, "trials": trials, "seed": seed, "model": model,
+        "budget": f"{budget_s} s" if budget_s is not None else f"Adams2019 search time + {extra_s} s",
+        "wall_s": time.time() - t_start, "summary": summary, "pipelines": results, "table": _table(results, strats, summary),
     }  # fmt: skip
 
 

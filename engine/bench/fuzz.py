@@ -30,7 +30,6 @@ was blamed on the wrong schedule.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import functools
@@ -54,17 +53,17 @@ from typing import Any
 
 import numpy as np
 
-from . import api, loopnest, sampler, zoo
-from . import reference as R
-from .database import Database
-from .frontends.common import ModelImportError
-from .hand_schedules import hand_schedule
-from .ir import Pipeline
-from .measure import Measurement, Runner, host_fingerprint
-from .schedule import SPEC, Schedule, ScheduleError, default_schedule, to_source, validate
+from .. import api, loopnest, sampler, zoo
+from .. import reference as R
+from ..database import Database
+from ..frontends.common import ModelImportError
+from ..hand_schedules import hand_schedule
+from ..ir import Pipeline
+from ..measure import Measurement, Runner, host_fingerprint
+from ..resources import MODELS_DIR
+from ..schedule import SPEC, Schedule, ScheduleError, default_schedule, to_source, validate
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS_DIR = ROOT / "resources" / "models"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site-packages): where `python -m engine...` runs
 FAMILIES = ("schedules", "onnx", "cli")
 # Outcomes that are what the engine promises; anything else is a bug to fix.
 CLEAN: dict[str, tuple[str, ...]] = {
@@ -1071,7 +1070,7 @@ class _Models:
 
 def check_model(path: Path, weights_dir: Path) -> tuple[str, str, str]:
     """The user's path for a model file: (category, phase reached, message)."""
-    from .frontends import import_onnx  # noqa: PLC0415
+    from ..frontends import import_onnx  # noqa: PLC0415
 
     phase = "import"
     try:
@@ -1346,8 +1345,9 @@ def no_heavy_work(tmp: Path) -> Iterator[None]:
     """While CLI cases run: stop anything that would measure, search, benchmark or lower
     (raise _WouldRun there), and keep every default path (database, weights cache, user
     data) inside `tmp`, so that no case touches the user's files."""
-    from . import isolated, peak, search  # noqa: PLC0415
-    from . import measure as M  # noqa: PLC0415
+    from .. import isolated, search  # noqa: PLC0415
+    from .. import measure as M  # noqa: PLC0415
+    from . import peak  # noqa: PLC0415
 
     def stop(what: str) -> Callable[..., Any]:
         def f(*_a: Any, **_k: Any) -> Any:
@@ -1382,7 +1382,7 @@ def no_heavy_work(tmp: Path) -> Iterator[None]:
 
 def check_cli(argv: list[str], expect_error: bool | None) -> tuple[str, str]:
     """Run engine.cli.main in this process: (category, stderr or what escaped)."""
-    from . import cli  # noqa: PLC0415
+    from .. import cli  # noqa: PLC0415
 
     err, out = io.StringIO(), io.StringIO()
     try:
@@ -1549,7 +1549,7 @@ def _recheck_batch(items: list[dict[str, Any]], timeout_s: float) -> tuple[dict[
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "engine.bench_fuzz"], input=json.dumps(items), capture_output=True, text=True,
+            [sys.executable, "-m", "engine.bench.fuzz"], input=json.dumps(items), capture_output=True, text=True,
             timeout=timeout_s, cwd=ROOT, env=env,
         )  # fmt: skip
         out, failure = proc.stdout, "" if proc.returncode == 0 else f"recheck process exited with {proc.returncode}: {proc.stderr[-300:]}"
@@ -1637,7 +1637,7 @@ def fuzz(
 ) -> FuzzReport:
     """Run `n` cases (3/5 schedules, 1/5 ONNX models, 1/5 CLI), measure `measure_sample` of
     the accepted schedules, recheck what was stored; see the module docstring."""
-    from .halide_backend import target_string  # noqa: PLC0415
+    from ..halide_backend import target_string  # noqa: PLC0415
 
     t0 = time.time()
     rep = FuzzReport(seed, n, measure_sample, {f: FamilyResult() for f in FAMILIES}, FamilyResult())
@@ -1719,26 +1719,13 @@ def table(rep: FuzzReport) -> str:
     return "\n".join(lines)
 
 
-# --- command line --------------------------------------------------------------------------------------------
-def add_parser(bsub: Any) -> None:
-    """The `bench fuzz` subcommand's arguments (engine/cli.py adds the subcommand)."""
-    from .cli import args as A  # noqa: PLC0415  # the CLI's shared argument checks
+def bench_fuzz(n: int = 1000, seed: int = 0, measure_sample: int = 20, timeout_s: float = 10.0, threads: int = 2) -> dict[str, Any]:
+    """`fuzz` with its progress on stderr; the report as JSON."""
 
-    bp = bsub.add_parser("fuzz", help="bad schedules, models and options through the public paths; a sample measured and rechecked")
-    bp.add_argument("--json", action="store_true")
-    bp.add_argument("--n", type=A.positive_int, default=1000, help="cases (3/5 schedules, 1/5 ONNX models, 1/5 CLI)")
-    bp.add_argument("--seed", type=A.seed, default=0)
-    bp.add_argument("--measure-sample", type=A.nonneg_int, default=20, help="accepted schedules measured and rechecked")
-    bp.add_argument("--timeout", type=A.positive_seconds, default=10.0, help="seconds per measurement before its worker is killed")
-    bp.add_argument("--threads", type=A.threads, default=2, help="Halide threads for the measurements")
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
-
-
-def bench_fuzz(args: argparse.Namespace) -> dict[str, Any]:
     def progress(msg: str) -> None:
         print(f"[bench fuzz] {msg}", file=sys.stderr, flush=True)
 
-    rep = fuzz(args.n, args.seed, args.measure_sample, timeout_s=args.timeout, threads=args.threads, progress=progress)
+    rep = fuzz(n, seed, measure_sample, timeout_s=timeout_s, threads=threads, progress=progress)
     return rep.to_json()
 
 

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from . import reference as R
-from .ir import OpRecord, Pipeline
-from .measure import Job, default_threads, summarize
-from .ops import FLOAT_LOWEST
-from .resources import MAKE_MODELS
+from .. import reference as R
+from ..ir import OpRecord, Pipeline
+from ..measure import Job, default_threads, summarize
+from ..ops import FLOAT_LOWEST
+from ..resources import MAKE_MODELS
 
 PEERS = ("onnxruntime", "pytorch")
 _PROTOCOL = Job(pipeline={})  # the runner's defaults: warm-up runs, minimum and maximum number of runs
