@@ -7,6 +7,7 @@ the `bench` subcommands' options into these parameters.
   importing  `bench_import`: a ResNet-50 ONNX file to a JIT-compiled default schedule, per phase
   search     `bench_search`: every search strategy against Halide's autoschedulers
   fuzz       `bench_fuzz` / `fuzz`: bad input through the public paths (it drives the CLI)
+  costmodel  `bench_costmodel`: predictions per second of every cost model, the app's edit latency
   peers      ONNX Runtime and PyTorch eager timed like the runner (also `measure --peers`)
   peak       the FMA peak microbenchmark, the yardstick for GFLOP/s
 

@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel`: the benchmarks from the command line.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -178,6 +178,35 @@ def _fuzz(args: argparse.Namespace) -> dict[str, Any]:
     return bench_fuzz(n=args.n, seed=args.seed, measure_sample=args.measure_sample, timeout_s=args.timeout, threads=args.threads)
 
 
+# --- bench costmodel --------------------------------------------------------------------------
+def _costmodel_parser(bsub: Any) -> None:
+    from ..bench.costmodel import LATENCY_PIPELINES, MODELS, pipeline_names  # noqa: PLC0415
+
+    bp = bsub.add_parser("costmodel", help="predictions per second of every cost model (fresh and mutated schedules), edit latency")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--models", type=A.names_in(MODELS, "cost model"), default=",".join(MODELS), help="comma-separated subset")
+    bp.add_argument("--pipelines", type=A.names_in(pipeline_names, "pipeline"), help="comma-separated zoo names and resnet50 (default all)")
+    bp.add_argument(
+        "--latency", type=A.names_in(pipeline_names, "pipeline", special=["none"]), default=",".join(LATENCY_PIPELINES),
+        help="pipelines for the edit -> prediction latency (comma-separated, or 'none')",
+    )  # fmt: skip
+    bp.add_argument("--n", type=A.positive_int, default=64, help="schedules per workload (fresh; mutation chain)")
+    bp.add_argument("--n-large", type=A.positive_int, default=16, help="schedules per workload on pipelines of more than 60 stages")
+    bp.add_argument("--batch", type=A.positive_int, default=64, help="predict_many batch size")
+    bp.add_argument("--rounds", type=A.positive_int, default=3, help="timed rounds (median reported with min and max)")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _costmodel(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.costmodel import bench_costmodel  # noqa: PLC0415
+
+    return bench_costmodel(
+        _split(args.models) or [], _split(args.pipelines), n=args.n, n_large=args.n_large, batch=args.batch, rounds=args.rounds,
+        latency=[] if args.latency == "none" else _split(args.latency) or [], seed=args.seed,
+    )  # fmt: skip
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
@@ -185,6 +214,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "import": (_import_parser, _import),
     "search": (_search_parser, _search),
     "fuzz": (_fuzz_parser, _fuzz),
+    "costmodel": (_costmodel_parser, _costmodel),
 }
 
 
