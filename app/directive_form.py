@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
 
 from engine.ir import Pipeline
 from engine.loops import TAILS, Loop
-from engine.schedule import Schedule, final_loops
+from engine.schedule import MARKER_KINDS, Directive, Kind, Schedule, final_loops
 
-from .edits import Directive, fresh_name
+from .edits import fresh_name
 
 # Kinds offered, in menu order, with a short explanation for the combo's tooltip.
 KINDS: dict[str, str] = {
@@ -43,7 +43,7 @@ KINDS: dict[str, str] = {
     "store_at": "allocate the stage's buffer at a consumer's loop",
     "store_root": "allocate the stage's buffer at the outermost level",
 }
-MARKERS = ("vectorize", "parallel", "unroll")
+MARKERS = MARKER_KINDS
 # Form rows each kind shows (row keys of DirectiveForm.rows).
 ROWS: dict[str, tuple[str, ...]] = {
     "split": ("loop", "outer", "inner", "factor", "tail"),
@@ -74,7 +74,8 @@ def _loop_text(lp: Loop) -> str:
 
 
 class DirectiveForm(QWidget):
-    """Emits `submitted(directive)`; the editor decides whether it applies."""
+    """Emits `submitted(directive)`, the directive as JSON (what the user entered); the editor
+    makes it a Directive (edits.parse) and decides whether it applies."""
 
     submitted = Signal(object)  # a dict; not Signal(dict): a QVariantMap would sort its keys
     cancelled = Signal()
@@ -198,7 +199,7 @@ class DirectiveForm(QWidget):
         consumers.clear()
         topo = {n: k for k, n in enumerate(nx.topological_sort(p.graph))}
         for consumer in sorted((n for n in p.downstream(stage) if n in p.stage_map), key=topo.__getitem__):
-            inlined = sched.of(consumer).compute()["kind"] == "compute_inline"
+            inlined = sched.of(consumer).compute().kind == Kind.COMPUTE_INLINE
             consumers.addItem(consumer + ("  (inlined)" if inlined else ""), consumer)
         consumers.blockSignals(False)
         self._fill_consumer_loops()
@@ -212,30 +213,29 @@ class DirectiveForm(QWidget):
 
     def load(self, d: Directive) -> None:
         """Show an existing directive's values."""
-        self.set_kind(d["kind"])
+        self.set_kind(d.kind.value)
         for key in ("loop", "x", "y"):
-            if key in d:
-                self.combo(key).setCurrentIndex(self.combo(key).findData(d[key]))
+            if getattr(d, key) is not None:
+                self.combo(key).setCurrentIndex(self.combo(key).findData(getattr(d, key)))
         for key in ("outer", "inner", "xo", "yo", "xi", "yi", "fused"):
-            if key in d:
-                self.edit(key).setText(d[key])
-        if d["kind"] == "fuse":
-            self.combo("fuse_inner").setCurrentIndex(self.combo("fuse_inner").findData(d["inner"]))
-            self.combo("fuse_outer").setCurrentIndex(self.combo("fuse_outer").findData(d["outer"]))
-            self.edit("fused").setText(d["fused"])
+            if getattr(d, key) is not None:
+                self.edit(key).setText(getattr(d, key))
+        if d.kind == Kind.FUSE:
+            self.combo("fuse_inner").setCurrentIndex(self.combo("fuse_inner").findData(d.inner))
+            self.combo("fuse_outer").setCurrentIndex(self.combo("fuse_outer").findData(d.outer))
         for key in ("xf", "yf"):
-            if key in d:
-                self.spin(key).setValue(d[key])
-        if "factor" in d:
-            self.spin("mfactor" if d["kind"] in MARKERS else "factor").setValue(d["factor"] or 0)
-        self.combo("tail").setCurrentIndex(max(0, self.combo("tail").findData(d.get("tail"))))
-        if "consumer" in d:
-            self.combo("consumer").setCurrentIndex(self.combo("consumer").findData(d["consumer"]))
-            self.combo("consumer_loop").setCurrentIndex(self.combo("consumer_loop").findData(d["loop"]))
-        if d["kind"] == "reorder":
+            if getattr(d, key) is not None:
+                self.spin(key).setValue(getattr(d, key))
+        if d.factor is not None:
+            self.spin("mfactor" if d.kind in MARKERS else "factor").setValue(d.factor)
+        self.combo("tail").setCurrentIndex(max(0, self.combo("tail").findData(d.tail)))
+        if d.consumer is not None:
+            self.combo("consumer").setCurrentIndex(self.combo("consumer").findData(d.consumer))
+            self.combo("consumer_loop").setCurrentIndex(self.combo("consumer_loop").findData(d.loop))
+        if d.kind == Kind.REORDER:
             order = self.rows["loops"]
             assert isinstance(order, QListWidget)
-            named = list(d["loops"])
+            named = list(d.loops or ())
             items = [order.takeItem(0) for _ in range(order.count())]
             items.sort(key=lambda it: named.index(it.data(Qt.ItemDataRole.UserRole)) if it.data(Qt.ItemDataRole.UserRole) in named else 99)
             for it in items:
@@ -244,7 +244,8 @@ class DirectiveForm(QWidget):
                 order.addItem(it)
 
     # --- the directive ----------------------------------------------------------------
-    def directive(self) -> Directive:
+    def directive(self) -> dict[str, Any]:
+        """The directive the form shows, as JSON (not checked: edits.parse does that)."""
         kind = self.kind.currentData()
         d: dict[str, Any] = {"kind": kind}
         tail = self.combo("tail").currentData()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -38,7 +37,7 @@ def schedule_label(spec: str) -> str:
 # Rule-based and hand schedules depend on the pipeline alone: remembered per (pipeline hash,
 # spec), as the schedule combo asks which specs apply after every change (a ResNet-50's
 # heuristic schedule takes about a second).
-_MEMO: OrderedDict[tuple[str, str], dict[str, Any] | str] = OrderedDict()
+_MEMO: OrderedDict[tuple[str, str], Schedule | str] = OrderedDict()
 _MEMO_SIZE = 16
 
 
@@ -49,7 +48,7 @@ def load_schedule(p: Pipeline, spec: str) -> Schedule:
     key = (p.content_hash(), spec)
     if key not in _MEMO:
         try:
-            _MEMO[key] = _load_schedule(p, spec).to_json()
+            _MEMO[key] = _load_schedule(p, spec)
         except api.InputError as exc:
             _MEMO[key] = str(exc)
         while len(_MEMO) > _MEMO_SIZE:
@@ -58,7 +57,7 @@ def load_schedule(p: Pipeline, spec: str) -> Schedule:
     got = _MEMO[key]
     if isinstance(got, str):
         raise api.InputError(got)
-    return Schedule.from_json(got)  # a fresh copy: callers may edit theirs
+    return got.copy()  # a fresh copy: callers may edit theirs
 
 
 def _load_schedule(p: Pipeline, spec: str) -> Schedule:

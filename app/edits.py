@@ -8,29 +8,40 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.ir import Pipeline
-from engine.loops import Loop
-from engine.schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, StageSchedule, definition_loops, validate
+from engine.loops import Loop, LoopError
+from engine.schedule import (
+    COMPUTE_ROOT,
+    PLACEMENT_KINDS,
+    Directive,
+    Kind,
+    Schedule,
+    ScheduleError,
+    definition_loops,
+    validate,
+)
 
-from .history import copy_schedule
-
-Directive = dict[str, Any]
 VECTOR_WIDTH = 8  # float32 lanes of AVX2; vectorize_innermost splits by this
 TILE = (32, 8)  # tile_innermost: inner x by inner y
 
 
 def directives(s: Schedule, stage: str, update: bool) -> list[Directive]:
-    ss = s.of(stage)
-    return [dict(d) for d in (ss.update if update else ss.pure)]
+    """One definition's directives, as a new list (the directives are immutable)."""
+    return list(s.of(stage).definition(update))
+
+
+def parse(stage: str, update: bool, obj: Any, index: int) -> Directive:
+    """The directive a form (or a user's JSON) describes, to be directive #index of the
+    definition; ScheduleError with the engine's message when it is not well formed."""
+    try:
+        return Directive.from_json(obj, update)
+    except LoopError as exc:
+        raise ScheduleError(stage, str(exc), obj, index, update) from None
 
 
 def with_directives(p: Pipeline, s: Schedule, stage: str, update: bool, new: list[Directive]) -> Schedule:
     """A copy of `s` with one definition's directives replaced; validated against `p`."""
-    out = copy_schedule(s)
-    ss = out.stages.setdefault(stage, StageSchedule())
-    if update:
-        ss.update = [dict(d) for d in new]
-    else:
-        ss.pure = [dict(d) for d in new]
+    ss = s.of(stage).with_definition(update, new)
+    out = s.with_stage(stage, ss)
     if not ss.pure and not ss.update:
         del out.stages[stage]
     validate(p, out)
@@ -68,12 +79,7 @@ def loops_before(p: Pipeline, s: Schedule, stage: str, update: bool, index: int 
     """The loops directive #index sees (all directives before it applied); None: after all."""
     ds = directives(s, stage, update)
     head = ds if index is None else ds[:index]
-    trial = copy_schedule(s)
-    ss = trial.stages.setdefault(stage, StageSchedule())
-    if update:
-        ss.update = head
-    else:
-        ss.pure = head
+    trial = s.with_stage(stage, s.of(stage).with_definition(update, head))
     return definition_loops(p, trial, stage, update)
 
 
@@ -104,7 +110,10 @@ def tile_innermost(p: Pipeline, s: Schedule, stage: str, update: bool) -> Schedu
     for key, base in (("xo", x.name + "o"), ("xi", x.name + "i"), ("yo", y.name + "o"), ("yi", y.name + "i")):
         names[key] = fresh_name(taken, base)
         taken.add(names[key])
-    d = {"kind": "tile", "x": x.name, "y": y.name, **names, "xf": _tile_factor(TILE[0], x.extent), "yf": _tile_factor(TILE[1], y.extent)}
+    d = Directive(
+        Kind.TILE, x=x.name, y=y.name, xo=names["xo"], yo=names["yo"], xi=names["xi"], yi=names["yi"],
+        xf=_tile_factor(TILE[0], x.extent), yf=_tile_factor(TILE[1], y.extent),
+    )  # fmt: skip
     return add(p, s, stage, update, d)
 
 
@@ -117,9 +126,7 @@ def vectorize_innermost(p: Pipeline, s: Schedule, stage: str, update: bool) -> S
     lp = loops[-1]
     if lp.kind != "serial":
         raise ScheduleError(stage, f"its innermost loop {lp.name!r} is already {lp.kind}")
-    d: Directive = {"kind": "vectorize", "loop": lp.name}
-    if lp.extent > VECTOR_WIDTH:
-        d["factor"] = VECTOR_WIDTH
+    d = Directive(Kind.VECTORIZE, loop=lp.name, factor=VECTOR_WIDTH if lp.extent > VECTOR_WIDTH else None)
     return add(p, s, stage, update, d)
 
 
@@ -128,22 +135,22 @@ def parallelize_outermost(p: Pipeline, s: Schedule, stage: str, update: bool) ->
     loops = [lp for lp in loops_before(p, s, stage, update) if lp.kind == "serial" and not lp.rvar and lp.extent > 1]
     if not loops:
         raise ScheduleError(stage, "has no serial pure loop with more than one iteration to parallelize")
-    return add(p, s, stage, update, {"kind": "parallel", "loop": loops[0].name})
+    return add(p, s, stage, update, Directive(Kind.PARALLEL, loop=loops[0].name))
 
 
 def _set_compute(p: Pipeline, s: Schedule, stage: str, compute: Directive, keep_loops: bool) -> Schedule:
-    kept = [d for d in directives(s, stage, False) if d.get("kind") not in COMPUTE_KINDS + STORE_KINDS] if keep_loops else []
+    kept = [d for d in directives(s, stage, False) if d.kind not in PLACEMENT_KINDS] if keep_loops else []
     return with_directives(p, s, stage, False, [compute, *kept])
 
 
 def inline(p: Pipeline, s: Schedule, stage: str, update: bool = False) -> Schedule:
     """compute_inline; the stage's loop directives go too (an inlined stage has no loops)."""
-    return _set_compute(p, s, stage, {"kind": "compute_inline"}, keep_loops=False)
+    return _set_compute(p, s, stage, Directive(Kind.COMPUTE_INLINE), keep_loops=False)
 
 
 def compute_root(p: Pipeline, s: Schedule, stage: str, update: bool = False) -> Schedule:
     """compute_root in place of any compute/store directive; loop directives are kept."""
-    return _set_compute(p, s, stage, {"kind": "compute_root"}, keep_loops=True)
+    return _set_compute(p, s, stage, COMPUTE_ROOT, keep_loops=True)
 
 
 # name -> (button text, what it does, the edit)

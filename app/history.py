@@ -35,8 +35,8 @@ class StageTimes:
 
 
 def copy_schedule(s: Schedule) -> Schedule:
-    """A deep copy (directive dicts included), so later edits never alias it."""
-    return Schedule.from_json(s.to_json())
+    """A copy whose stage table later edits never alias (the directives are immutable)."""
+    return s.copy()
 
 
 @dataclass

@@ -274,17 +274,20 @@ def _pipeline(v: Any) -> Pipeline:
 
 
 def _schedule(v: Any, path: str) -> Schedule:
-    """A schedule's shape (directives are objects: it can be hashed and shown); whether it
-    applies to the pipeline is `_invalid_reason`'s question."""
+    """A schedule read from the file, every directive well formed (one that is not even an
+    object is named by its path); whether it applies to the pipeline is `_invalid_reason`'s
+    question."""
+    obj = _object(v, path)
+    stages = obj.get("stages")
+    for name, sd in stages.items() if isinstance(stages, dict) else ():
+        for part in ("pure", "update"):
+            directives = sd.get(part) if isinstance(sd, dict) else None
+            for k, x in enumerate(directives if isinstance(directives, list) else ()):
+                _object(x, f"{path}.stages.{name}.{part}[{k}]")
     try:
-        sched = Schedule.from_json(_object(v, path))
+        return Schedule.from_json(obj)
     except ScheduleError as exc:
         raise ProjectError(f"{path}: {exc}") from None
-    for name, ss in sched.stages.items():
-        for part, directives in (("pure", ss.pure), ("update", ss.update)):
-            for k, x in enumerate(directives):
-                _object(x, f"{path}.stages.{name}.{part}[{k}]")
-    return sched
 
 
 def _variant(v: Any, path: str, number: int) -> Variant:

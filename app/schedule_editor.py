@@ -268,14 +268,15 @@ class ScheduleEditor(QWidget):
         self.form_box.hide()
 
     @Slot(object)
-    def _submit_form(self, d: dict) -> None:
+    def _submit_form(self, obj: dict) -> None:
         if self.stage is None:
             return
         stage, update, index = self.stage, self.is_update, self.editing
         if index is None:
-            ok = self._push(lambda: AddDirective(self.doc, stage, update, d))
+            at = len(edits.directives(self.doc.schedule, stage, update))
+            ok = self._push(lambda: AddDirective(self.doc, stage, update, edits.parse(stage, update, obj, at)))
         else:
-            ok = self._push(lambda: EditDirective(self.doc, stage, update, index, d))
+            ok = self._push(lambda: EditDirective(self.doc, stage, update, index, edits.parse(stage, update, obj, index)))
         if ok:
             self.close_form()
             self.list.setCurrentRow(self.list.count() - 1 if index is None else index)

@@ -177,7 +177,7 @@ class SearchService(QObject):
             self._worker.finished.connect(self._on_finished)
             self._thread.start()
         # Snapshots: the document may be edited while the search runs.
-        snap = Schedule.from_json(current.to_json()) if current is not None else None
+        snap = current.copy() if current is not None else None
         req = SearchRequest(self._next_id, p, strategy, Budget(budget.trials, budget.wall_s), seed, snap, adams)
         self._next_id += 1
         self._cancel.clear()  # the worker is idle: no search can see the flags change under it

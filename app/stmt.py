@@ -42,7 +42,7 @@ class StmtLoader(QObject):
         if key == self.latest:
             return key
         self.latest, self.busy = key, True
-        snap = Schedule.from_json(s.to_json())
+        snap = s.copy()
         fut = self._pool.submit(lowered_stmt, p, snap)
         fut.add_done_callback(partial(self._finished, key))
         return key

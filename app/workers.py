@@ -134,7 +134,7 @@ class MeasureService(QObject):
         if self._closed:
             raise RuntimeError("the measurement service is shut down")
         # A snapshot: the document's schedule may be edited while this one waits or runs.
-        snap = Schedule.from_json(schedule.to_json()) if schedule is not None and not autoscheduler else None
+        snap = schedule.copy() if schedule is not None and not autoscheduler else None
         req = MeasureRequest(self._next_id, pipeline, snap, label, autoscheduler=autoscheduler)
         self._next_id += 1
         was_busy = self.busy

@@ -101,6 +101,8 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
         try:
             sched = Schedule.loads(read_text(path))
         except ScheduleError as exc:
+            if exc.directive is not None:  # a directive at fault: named with its stage, as validation names it
+                raise
             raise InputError(f"{path}: {exc.reason}") from None
         sched.name = sched.name or path.stem
     validate(p, sched)

@@ -22,6 +22,7 @@ from . import expr as E
 from . import loopnest
 from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from .loopnest import LRU, LoopNest, pipeline_cache
+from .schedule import STORE_ROOT
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -258,7 +259,7 @@ def _site(nest: LoopNest, name: str, store: bool) -> tuple[int, int, int]:
     """(loops enclosing the site, trips of those loops, product of their parallel extents)."""
     pl = nest.placements[name]
     at = pl.store if store and pl.store is not None else pl.at
-    if store and nest.schedule.of(name).store() == {"kind": "store_root"}:
+    if store and nest.schedule.of(name).store() == STORE_ROOT:
         at = None
     if pl.compute != "at" or at is None:
         return 0, 1, 1
@@ -325,7 +326,7 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
         return f
     depth, productions, outer_par = _site(nest, name, False)
     sdepth, realizations, _ = _site(nest, name, True)
-    f["store_outer"] = float(sdepth < depth or nest.schedule.of(name).store() == {"kind": "store_root"})
+    f["store_outer"] = float(sdepth < depth or nest.schedule.of(name).store() == STORE_ROOT)
     f["compute_depth"], f["store_depth"] = depth, sdepth
     f["productions"], f["realizations"] = productions, realizations
     region = math.prod(pl.region)
@@ -359,7 +360,7 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
     f["num_scalars"] = 0.0 if vec is not None else trips
     f["tail_points"] = max(0, math.prod(lp.extent for lp in pl.pure_loops) - region) * productions
     ss = nest.schedule.of(name)
-    f["guarded_tails"] = sum(d.get("tail") == "guard_with_if" for d in ss.pure + ss.update)
+    f["guarded_tails"] = sum(d.tail == "guard_with_if" for d in ss.pure + ss.update)
     alloc = math.prod(pl.allocation)
     f["bytes_at_realization"] = alloc * BYTES_PER_ELEMENT
     f["bytes_at_production"] = region * BYTES_PER_ELEMENT

@@ -19,7 +19,7 @@ import numpy as np
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, Stage
-from .schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, check_directive, validate
+from .schedule import COMPUTE_KINDS, PLACEMENT_KINDS, Directive, Kind, Schedule, ScheduleError, validate
 
 AUTOSCHEDULERS = {
     "Adams2019": "libautoschedule_adams2019.so",
@@ -182,23 +182,23 @@ def apply_schedule(low: Lowered, sched: Schedule) -> None:
     for s in p.stages:
         f = low.funcs[s.name]
         directives = sched.of(s.name).pure
-        if not any(d["kind"] in COMPUTE_KINDS for d in directives):
+        if not any(d.kind in COMPUTE_KINDS for d in directives):
             f.compute_root()
         for k, d in enumerate(directives):
-            if d["kind"] not in COMPUTE_KINDS + STORE_KINDS:
+            if d.kind not in PLACEMENT_KINDS:
                 continue
             try:
-                if d["kind"] in ("compute_at", "store_at"):
-                    c = d["consumer"]
-                    v = var_maps[(c, p.stage(c).is_reduction)][d["loop"]]
-                    getattr(f, d["kind"])(low.funcs[c], v)
+                if d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT):
+                    c = L.need(d.consumer)
+                    v = var_maps[(c, p.stage(c).is_reduction)][L.need(d.loop)]
+                    getattr(f, d.kind)(low.funcs[c], v)
                 else:
-                    getattr(f, d["kind"])()
+                    getattr(f, d.kind)()
             except hl.HalideError as exc:
                 raise ScheduleError(s.name, _halide_message(exc), d, k) from None
 
 
-def _apply_loops(low: Lowered, s: Stage, directives: list[dict[str, Any]], update: bool) -> dict[str, Any]:
+def _apply_loops(low: Lowered, s: Stage, directives: tuple[Directive, ...], update: bool) -> dict[str, Any]:
     f = low.funcs[s.name]
     stage = f.update(0) if update else f
     vars_: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
@@ -208,8 +208,7 @@ def _apply_loops(low: Lowered, s: Stage, directives: list[dict[str, Any]], updat
             vars_[dim.name] = r[k]
     loops = L.initial_loops(s, update)
     for k, d in enumerate(directives):
-        check_directive(d)
-        if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
+        if d.kind in PLACEMENT_KINDS:
             continue
         try:
             _halide_directive(stage, d, vars_, loops)
@@ -225,29 +224,31 @@ def _new_var(vars_: dict[str, Any], name: str, rvar: bool) -> Any:
     return vars_[name]
 
 
-def _halide_directive(stage: Any, d: dict[str, Any], vars_: dict[str, Any], loops: list[L.Loop]) -> None:
-    kind = d["kind"]
+def _halide_directive(stage: Any, d: Directive, vars_: dict[str, Any], loops: list[L.Loop]) -> None:
+    kind, need = d.kind, L.need
     is_r = {lp.name: lp.rvar for lp in loops}
-    tail = TAIL[d.get("tail", "auto")]
-    if kind == "split":
-        old = vars_[d["loop"]]
-        outer = _new_var(vars_, d["outer"], is_r[d["loop"]]) if d["outer"] != d["loop"] else old
-        inner = _new_var(vars_, d["inner"], is_r[d["loop"]])
-        stage.split(old, outer, inner, d["factor"], tail)
-    elif kind == "tile":
-        xs = [_new_var(vars_, d[k], is_r[d[a]]) for k, a in (("xo", "x"), ("yo", "y"), ("xi", "x"), ("yi", "y"))]
-        stage.tile(vars_[d["x"]], vars_[d["y"]], *xs, d["xf"], d["yf"], tail)
-    elif kind == "reorder":
-        stage.reorder([hl.VarOrRVar(vars_[n]) for n in d["loops"]])
-    elif kind == "fuse":
-        fused = _new_var(vars_, d["fused"], is_r[d["inner"]])
-        stage.fuse(vars_[d["inner"]], vars_[d["outer"]], fused)
+    tail = TAIL[d.tail or "auto"]
+    if kind == Kind.SPLIT:
+        loop = need(d.loop)
+        old = vars_[loop]
+        outer = _new_var(vars_, need(d.outer), is_r[loop]) if d.outer != loop else old
+        inner = _new_var(vars_, need(d.inner), is_r[loop])
+        stage.split(old, outer, inner, d.factor, tail)
+    elif kind == Kind.TILE:
+        x, y = need(d.x), need(d.y)
+        xs = [_new_var(vars_, need(n), is_r[a]) for n, a in ((d.xo, x), (d.yo, y), (d.xi, x), (d.yi, y))]
+        stage.tile(vars_[x], vars_[y], *xs, d.xf, d.yf, tail)
+    elif kind == Kind.REORDER:
+        stage.reorder([hl.VarOrRVar(vars_[n]) for n in need(d.loops)])
+    elif kind == Kind.FUSE:
+        fused = _new_var(vars_, need(d.fused), is_r[need(d.inner)])
+        stage.fuse(vars_[need(d.inner)], vars_[need(d.outer)], fused)
     else:
-        mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
-        v = vars_[d["loop"]]
-        if d.get("factor"):
-            inner = _new_var(vars_, L.split_name(d["loop"], mk), is_r[d["loop"]])
-            stage.split(v, v, inner, d["factor"], tail)
+        mk, loop = L.MARKED[kind], need(d.loop)
+        v = vars_[loop]
+        if d.factor:
+            inner = _new_var(vars_, L.split_name(loop, mk), is_r[loop])
+            stage.split(v, v, inner, d.factor, tail)
             getattr(stage, kind)(v if kind == "parallel" else inner)
         else:
             getattr(stage, kind)(v)

@@ -179,13 +179,13 @@ class _Heuristic:
     def _try(self, n: str, rule: Callable[[], str]) -> bool:
         """Apply `rule` (it returns its description); undo it if the schedule no longer
         validates or the rule rejects its own result."""
-        saved, hosts = Schedule.from_json(self.s.to_json()), dict(self.host)
+        saved, hosts = self.s.copy(), dict(self.host)
         try:
             why = rule()
             # Only the stages the rule changed are checked: stages are placed consumers first,
             # so nothing placed before refers to them (run() validates the whole at the end).
             for name in self.s.stages:
-                if name not in saved.stages or self.s.of(name).to_json() != saved.of(name).to_json():
+                if name not in saved.stages or self.s.of(name) != saved.of(name):
                     validate_stage(self.p, self.s, name)
         except (_Rejected, ScheduleError, PipelineError, ValueError, KeyError, IndexError, ArithmeticError):
             # A recipe that does not fit this stage (a loop name taken, a shape it does not expect).

@@ -19,7 +19,7 @@ from typing import Generic, NamedTuple, TypeVar, cast
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, Stage
-from .schedule import Schedule, definition_loops, validate
+from .schedule import Kind, Schedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
 
@@ -435,14 +435,14 @@ class _Nest:
         for s in p.stages:
             ss = sched.of(s.name)
             comp, st = ss.compute(), ss.store()
-            kind = kinds[comp["kind"]]
+            kind = kinds[comp.kind]
             pl[s.name] = Placement(
-                s.name, kind, (comp["consumer"], comp["loop"]) if kind == "at" else None,
-                (st["consumer"], st["loop"]) if st and st["kind"] == "store_at" else None,
+                s.name, kind, (L.need(comp.consumer), L.need(comp.loop)) if kind == "at" else None,
+                (L.need(st.consumer), L.need(st.loop)) if st and st.kind == Kind.STORE_AT else None,
             )  # fmt: skip
             if kind == "at":
-                self.at_of.setdefault(comp["consumer"], []).append(s.name)
-            if st == {"kind": "store_root"}:
+                self.at_of.setdefault(L.need(comp.consumer), []).append(s.name)
+            if st is not None and st.kind == Kind.STORE_ROOT:
                 self.store_root.add(s.name)
         self.inlined = frozenset(n for n, q in pl.items() if q.compute == "inline")
         for s in p.stages:  # who absorbs each inlined stage
@@ -489,9 +489,8 @@ class _Nest:
         s = p.stage(name)
         ss = self.sched.of(name)
         store_root = name in self.store_root
-        # The directives' text is their content (dict order included: another order of the
-        # same arguments is only a cache miss), and repr is the cheapest hashable copy.
-        key: tuple = (name, place.compute, repr(ss.pure), repr(ss.update))
+        # The stage's directives are an immutable, hashable value: the key holds them as they are.
+        key: tuple = (name, place.compute, ss)
         if place.compute == "at":
             key += self._site_key(name, place.at)  # type: ignore[arg-type]
         if place.store is not None and not store_root:

@@ -8,11 +8,15 @@ the three always agree on which loops exist and what they are called.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .ir import Stage
+
+if TYPE_CHECKING:  # schedule.py imports this module; a Directive is only read here
+    from .schedule import Directive
+
+T = TypeVar("T")
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 TAILS = ("auto", "guard_with_if", "shift_inwards", "round_up")
@@ -28,6 +32,14 @@ MAX_UNROLLED_BODY = 1 << 16  # copies of the innermost body over all unrolled / 
 
 class LoopError(ValueError):
     """A directive that cannot apply to the current loops; the caller adds stage context."""
+
+
+def need(v: T | None) -> T:
+    """An argument that a directive's kind requires (a Directive checks those when it is
+    made, so None here means its kind does not take this argument)."""
+    if v is None:
+        raise LoopError("a directive lacks an argument its kind requires")
+    return v
 
 
 @dataclass(frozen=True)
@@ -160,6 +172,7 @@ def mark(loops: list[Loop], loop: str, kind: str) -> list[Loop]:
 
 
 SUFFIX = {"vectorized": "v", "parallel": "p", "unrolled": "u"}
+MARKED = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}  # marker directive -> loop kind
 
 
 def split_name(loop: str, kind: str) -> str:
@@ -167,37 +180,34 @@ def split_name(loop: str, kind: str) -> str:
     return f"{loop}_{SUFFIX[kind]}"
 
 
-def apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
-    """Apply one loop directive (a dict with 'kind'); compute/store directives are no-ops here."""
+def apply(loops: list[Loop], d: Directive) -> list[Loop]:
+    """Apply one loop directive; compute/store directives are no-ops here."""
     out = _apply(loops, d)
     check_bounds(out)
     return out
 
 
-def _apply(loops: list[Loop], d: dict[str, Any]) -> list[Loop]:
-    arg: Callable[[str], Any] = d.get  # a missing argument reaches the check of its own kind as None
-    kind = arg("kind")
+def _apply(loops: list[Loop], d: Directive) -> list[Loop]:
+    kind = d.kind
     if kind == "split":
-        return split(loops, arg("loop"), arg("outer"), arg("inner"), arg("factor"))
+        return split(loops, need(d.loop), need(d.outer), need(d.inner), need(d.factor))
     if kind == "tile":
-        xf, yf = check_factor(arg("xf"), "xf"), check_factor(arg("yf"), "yf")
-        out = split(loops, arg("x"), arg("xo"), arg("xi"), xf)
-        out = split(out, arg("y"), arg("yo"), arg("yi"), yf)
-        return reorder(out, [d["xi"], d["yi"], d["xo"], d["yo"]])
+        xf, yf = check_factor(d.xf, "xf"), check_factor(d.yf, "yf")
+        xi, yi, xo, yo = need(d.xi), need(d.yi), need(d.xo), need(d.yo)
+        out = split(loops, need(d.x), xo, xi, xf)
+        out = split(out, need(d.y), yo, yi, yf)
+        return reorder(out, [xi, yi, xo, yo])
     if kind == "reorder":
-        return reorder(loops, arg("loops"))
+        return reorder(loops, list(need(d.loops)))
     if kind == "fuse":
-        return fuse(loops, arg("inner"), arg("outer"), arg("fused"))
-    if kind in ("vectorize", "parallel", "unroll"):
-        mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
-        loop = arg("loop")
-        if arg("factor") is not None:
+        return fuse(loops, need(d.inner), need(d.outer), need(d.fused))
+    if kind in MARKED:
+        mk, loop = MARKED[kind], need(d.loop)
+        if d.factor is not None:
             _find(loops, loop)
             inner = split_name(loop, mk)
-            if mk == "parallel":  # parallel(x, task): the outer part runs in parallel
-                out = split(loops, loop, loop, inner, d["factor"])
-                return mark(out, loop, mk)
-            out = split(loops, loop, loop, inner, d["factor"])
-            return mark(out, inner, mk)
+            out = split(loops, loop, loop, inner, d.factor)
+            # parallel(x, task): the outer part runs in parallel; the others mark the inner part
+            return mark(out, loop if mk == "parallel" else inner, mk)
         return mark(loops, loop, mk)
     return loops

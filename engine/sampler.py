@@ -33,7 +33,7 @@ Legality rules beyond `schedule.validate`, which Halide enforces at lowering:
 from __future__ import annotations
 
 import random
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,9 +42,8 @@ from . import loopnest
 from . import loops as L
 from .features import affine
 from .ir import Pipeline, Stage
-from .schedule import Schedule, StageSchedule, effective_consumers, final_loops, validate
+from .schedule import COMPUTE_ROOT, Directive, Kind, Schedule, StageSchedule, effective_consumers, final_loops, validate
 
-Directive = dict[str, Any]
 Location = tuple[str, ...]  # ("root",), ("inline",) or ("at", consumer, loop)
 VECTOR_WIDTHS = (4, 8, 16)
 
@@ -57,7 +56,7 @@ def _as_random(rng: random.Random | np.random.Generator) -> random.Random:
 
 # --- where a stage may be computed ---------------------------------------------------------
 def _inlined(sched: Schedule, name: str) -> bool:
-    return sched.of(name).compute()["kind"] == "compute_inline"
+    return sched.of(name).compute().kind == Kind.COMPUTE_INLINE
 
 
 def _under_select(p: Pipeline, sched: Schedule, e: E.Expr, name: str, inside: bool = False) -> bool:
@@ -77,7 +76,7 @@ def _may_be_empty(p: Pipeline, sched: Schedule, name: str) -> bool:
     reads it only inside a select (a pad): a tile in the border needs none of it. Halide
     then gives the stages computed at its outer loops negative-extent boxes, and their
     input bounds checks fail although nothing is read (seen with pad -> scale -> bn)."""
-    if sched.of(name).compute()["kind"] != "compute_at":
+    if sched.of(name).compute().kind != Kind.COMPUTE_AT:
         return False
     return any(_under_select(p, sched, ex, name) for c in effective_consumers(p, sched, name) for ex in p.stage(c).exprs())
 
@@ -109,10 +108,10 @@ def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
         limit = len(loops) - 1
         for other in cons - {c}:
             comp = sched.of(other).compute()
-            if comp["kind"] != "compute_at" or comp["consumer"] != c:
+            if comp.kind != Kind.COMPUTE_AT or comp.consumer != c:
                 limit = -1
                 break
-            limit = min(limit, names.index(comp["loop"]))
+            limit = min(limit, names.index(L.need(comp.loop)))
         for k, lp in enumerate(loops[: limit + 1]):
             if lp.kind in ("vectorized", "unrolled"):
                 break  # nothing at or inside a vector or unrolled loop
@@ -120,22 +119,25 @@ def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
     return opts
 
 
-def location_directives(loc: Location) -> list[Directive]:
-    """The compute directive that puts a stage at `loc`, as a one-element list (a
+_INLINE = Directive(Kind.COMPUTE_INLINE)
+
+
+def location_directives(loc: Location) -> tuple[Directive, ...]:
+    """The compute directive that puts a stage at `loc`, as a one-element tuple (a
     `compute_at` naming consumer and loop, or `compute_root` / `compute_inline`), ready to
     be the head of a StageSchedule's pure list."""
     if loc[0] == "at":
-        return [{"kind": "compute_at", "consumer": loc[1], "loop": loc[2]}]
-    return [{"kind": f"compute_{loc[0]}"}]
+        return (Directive(Kind.COMPUTE_AT, consumer=loc[1], loop=loc[2]),)
+    return (_INLINE,) if loc[0] == "inline" else (COMPUTE_ROOT,)
 
 
 def location_of(ss: StageSchedule) -> Location:
     """Where `ss` computes its stage, as a Location (the inverse of `location_directives`);
     a stage with no compute directive is at root (the default)."""
     c = ss.compute()
-    if c["kind"] == "compute_at":
-        return ("at", c["consumer"], c["loop"])
-    return ("inline",) if c["kind"] == "compute_inline" else ("root",)
+    if c.kind == Kind.COMPUTE_AT:
+        return ("at", L.need(c.consumer), L.need(c.loop))
+    return ("inline",) if c.kind == Kind.COMPUTE_INLINE else ("root",)
 
 
 def choose_location(p: Pipeline, sched: Schedule, name: str, rng: random.Random) -> Location:
@@ -191,10 +193,10 @@ class _Def:
         return None
 
     def add(self, d: Directive) -> None:
-        if "factor" in d and d["kind"] != "fuse":
-            tail = self.tail(d["loop"], d["factor"])
+        if d.factor is not None:  # a split, or a marker that splits first
+            tail = self.tail(L.need(d.loop), d.factor)
             if tail:
-                d["tail"] = tail
+                d = replace(d, tail=tail)
         self.loops = L.apply(self.loops, d)
         self.directives.append(d)
 
@@ -211,7 +213,7 @@ def _split_and_order(d: _Def, rng: random.Random, update: bool) -> None:
         if f is None:
             continue
         outer, inner = _fresh(d.loops, f"{lp.name}o"), _fresh(d.loops, f"{lp.name}i")
-        d.add({"kind": "split", "loop": lp.name, "outer": outer, "inner": inner, "factor": f})
+        d.add(Directive(Kind.SPLIT, loop=lp.name, outer=outer, inner=inner, factor=f))
         split_of[lp.name] = (outer, inner)
     order = d.names()
     if split_of and rng.random() < 0.5:  # tile: every outer part outside every inner part
@@ -225,7 +227,7 @@ def _split_and_order(d: _Def, rng: random.Random, update: bool) -> None:
         k = rng.randrange(len(order) - 1)
         order[k], order[k + 1] = order[k + 1], order[k]
     if order != d.names() and len(order) >= 2:
-        d.add({"kind": "reorder", "loops": list(reversed(order))})
+        d.add(Directive(Kind.REORDER, loops=tuple(reversed(order))))
 
 
 def _vectorize_unroll(d: _Def, rng: random.Random, p_vec: float, p_unroll: float) -> None:
@@ -233,12 +235,12 @@ def _vectorize_unroll(d: _Def, rng: random.Random, p_vec: float, p_unroll: float
     if not inner.rvar and inner.extent >= 2 and rng.random() < p_vec:
         f = _factor(rng, inner.extent, list(VECTOR_WIDTHS)) or _factor(rng, inner.extent, [2])
         if f is not None:
-            d.add({"kind": "vectorize", "loop": inner.name, "factor": f})
+            d.add(Directive(Kind.VECTORIZE, loop=inner.name, factor=f))
     if len(d.loops) >= 2 and rng.random() < p_unroll:
         lp = d.loops[-2]
         f = _factor(rng, lp.extent, [2, 4, 8])
         if f is not None and lp.kind == "serial":
-            d.add({"kind": "unroll", "loop": lp.name, "factor": f})
+            d.add(Directive(Kind.UNROLL, loop=lp.name, factor=f))
 
 
 def _parallelize(d: _Def, rng: random.Random, p_par: float) -> None:
@@ -252,15 +254,15 @@ def _parallelize(d: _Def, rng: random.Random, p_par: float) -> None:
     nxt = d.loops[k + 1] if k + 1 < len(d.loops) else None
     if nxt is not None and not nxt.rvar and nxt.kind == "serial" and rng.random() < 0.25:
         fused = _fresh(d.loops, f"{lp.name}_{nxt.name}")
-        d.add({"kind": "fuse", "inner": nxt.name, "outer": lp.name, "fused": fused})
-        d.add({"kind": "parallel", "loop": fused})
+        d.add(Directive(Kind.FUSE, inner=nxt.name, outer=lp.name, fused=fused))
+        d.add(Directive(Kind.PARALLEL, loop=fused))
         return
     if lp.extent >= 8 and rng.random() < 0.3:
         f = _factor(rng, lp.extent, _pow2_upto(lp.extent // 2))
         if f is not None:
-            d.add({"kind": "parallel", "loop": lp.name, "factor": f})
+            d.add(Directive(Kind.PARALLEL, loop=lp.name, factor=f))
             return
-    d.add({"kind": "parallel", "loop": lp.name})
+    d.add(Directive(Kind.PARALLEL, loop=lp.name))
 
 
 def sample_loops(p: Pipeline, name: str, extents: dict[str, int], at: bool, guard_all: bool, rng: random.Random) -> StageSchedule:
@@ -276,27 +278,27 @@ def sample_loops(p: Pipeline, name: str, extents: dict[str, int], at: bool, guar
         _split_and_order(upd, rng, True)
         _vectorize_unroll(upd, rng, 0.6, 0.3)
         _parallelize(upd, rng, p_par)
-        return StageSchedule(pure.directives, upd.directives)
+        return StageSchedule(tuple(pure.directives), tuple(upd.directives))
     _split_and_order(pure, rng, False)
     _vectorize_unroll(pure, rng, 0.7, 0.3)
     _parallelize(pure, rng, p_par)
-    return StageSchedule(pure.directives, [])
+    return StageSchedule(tuple(pure.directives))
 
 
 def _has_guard(p: Pipeline, sched: Schedule, name: str) -> bool:
     """Does a definition of `name` have a guarded split: an explicit guard_with_if, or a
     split of a reduction loop that does not divide it (Halide guards those implicitly)?"""
     ss = sched.of(name)
-    if any(d.get("tail") == "guard_with_if" for d in ss.pure + ss.update):
+    if any(d.tail == "guard_with_if" for d in ss.pure + ss.update):
         return True
     s = p.stage(name)
     if not s.is_reduction:
         return False
     loops = L.initial_loops(s, True)
     for d in ss.update:
-        if d.get("factor") and d["kind"] != "tile":
-            lp = next(x for x in loops if x.name == d["loop"])
-            if lp.rvar and lp.extent % d["factor"]:
+        if d.factor:
+            lp = next(x for x in loops if x.name == d.loop)
+            if lp.rvar and lp.extent % d.factor:
                 return True
         loops = L.apply(loops, d)
     return False
@@ -307,7 +309,7 @@ def _guarded(p: Pipeline, sched: Schedule, name: str) -> bool:
     if _has_guard(p, sched, name):
         return True
     c = sched.of(name).compute()
-    return c["kind"] == "compute_at" and _guarded(p, sched, c["consumer"])
+    return c.kind == Kind.COMPUTE_AT and _guarded(p, sched, L.need(c.consumer))
 
 
 def nonaffine_read(p: Pipeline, sched: Schedule, name: str) -> bool:
@@ -343,8 +345,7 @@ def placement_context(p: Pipeline, sched: Schedule, name: str, loc: Location) ->
     its region per dimension there, whether every split must be tail='guard_with_if').
     `sched` must decide the consumers of `name`; the stages not decided yet stay at root
     (the default), which does not change its region."""
-    trial = Schedule({k: v for k, v in sched.stages.items()})
-    trial.stages[name] = StageSchedule(location_directives(loc))
+    trial = sched.with_stage(name, StageSchedule(location_directives(loc)))
     # Only the stage and its consumers' loops matter for its region: no validation (every
     # decision was checked as it was made) and no pseudo-code, or a 139-stage model's
     # mutation costs a full loop nest per stage (quadratic: 3.5 s per ResNet-50 mutant).
@@ -401,11 +402,11 @@ def still_legal(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule) -> b
     for update, directives in ((False, ss.pure), (True, ss.update)):
         d = _Def(s, update, extents, guard)
         for x in directives:
-            if "factor" in x and x["kind"] != "fuse":
-                lp = next((q for q in d.loops if q.name == x["loop"]), None)
-                if lp is None or x["factor"] > lp.extent or d.tail(x["loop"], x["factor"]) != x.get("tail"):
+            if x.factor is not None:
+                lp = next((q for q in d.loops if q.name == x.loop), None)
+                if lp is None or x.factor > lp.extent or d.tail(lp.name, x.factor) != x.tail:
                     return False
-            if x["kind"] == "tile":
+            if x.kind == Kind.TILE:
                 return False  # never sampled
             d.loops = L.apply(d.loops, x)
     return True
@@ -416,18 +417,17 @@ def mutate(p: Pipeline, s: Schedule, rng: random.Random | np.random.Generator, n
     (a producer computed at a loop that no longer exists is decided again)."""
     r = _as_random(rng)
     target = r.choice(decision_order(p))
-    old = s.to_json()["stages"]
     sched = Schedule(name=name)
     for st in decision_order(p):
         prev = s.of(st)
         if st == target:
             for _ in range(8):  # try to actually change something
                 new = decide(p, sched, st, r)
-                if new.to_json() != prev.to_json():
+                if new != prev:
                     break
             sched.stages[st] = new
-        elif st in old and still_legal(p, sched, st, prev):
-            sched.stages[st] = StageSchedule([dict(x) for x in prev.pure], [dict(x) for x in prev.update])
+        elif (prev.pure or prev.update) and still_legal(p, sched, st, prev):
+            sched.stages[st] = prev  # immutable: shared, not copied
         else:
             sched.stages[st] = decide(p, sched, st, r)
     validate(p, sched)

@@ -3,52 +3,85 @@
 A schedule is data: JSON that round-trips exactly, a stable hash, validation against a
 pipeline that names the stage and directive at fault, and export as Halide C++ / Python
 schedule source. A stage the schedule does not mention is computed at root, serially.
+
+A directive is a frozen `Directive` (its `Kind` and typed arguments), checked when it is
+made: a malformed one never exists, so what reads a schedule needs no shape checks, and
+directives, stage schedules and their tuples are hashable values that can be shared
+instead of copied. JSON is only the boundary (`from_json` / `to_json`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from . import loops as L
 from .ir import Pipeline, canonical_hash
 
 FORMAT_VERSION = 1
-COMPUTE_KINDS = ("compute_inline", "compute_root", "compute_at")
-STORE_KINDS = ("store_root", "store_at")
-LOOP_KINDS = ("split", "tile", "reorder", "fuse", "vectorize", "parallel", "unroll")
-# Required arguments and their types per directive kind; 'factor' is optional for the three markers.
+
+
+class Kind(StrEnum):
+    """A directive's kind; a str, so `d.kind == "split"` holds and JSON gets the plain name."""
+
+    COMPUTE_INLINE = "compute_inline"
+    COMPUTE_ROOT = "compute_root"
+    COMPUTE_AT = "compute_at"
+    STORE_ROOT = "store_root"
+    STORE_AT = "store_at"
+    SPLIT = "split"
+    TILE = "tile"
+    REORDER = "reorder"
+    FUSE = "fuse"
+    VECTORIZE = "vectorize"
+    PARALLEL = "parallel"
+    UNROLL = "unroll"
+
+
+COMPUTE_KINDS = (Kind.COMPUTE_INLINE, Kind.COMPUTE_ROOT, Kind.COMPUTE_AT)
+STORE_KINDS = (Kind.STORE_ROOT, Kind.STORE_AT)
+PLACEMENT_KINDS = COMPUTE_KINDS + STORE_KINDS  # where the whole stage goes: pure definition only
+LOOP_KINDS = (Kind.SPLIT, Kind.TILE, Kind.REORDER, Kind.FUSE, Kind.VECTORIZE, Kind.PARALLEL, Kind.UNROLL)
+MARKER_KINDS = (Kind.VECTORIZE, Kind.PARALLEL, Kind.UNROLL)  # mark one loop, optionally split off by a factor first
+# Required arguments and their JSON types per directive kind; 'factor' is optional for the three markers.
 SPEC: dict[str, dict[str, type]] = {
-    "compute_inline": {},
-    "compute_root": {},
-    "compute_at": {"consumer": str, "loop": str},
-    "store_root": {},
-    "store_at": {"consumer": str, "loop": str},
-    "split": {"loop": str, "outer": str, "inner": str, "factor": int},
-    "tile": {"x": str, "y": str, "xo": str, "yo": str, "xi": str, "yi": str, "xf": int, "yf": int},
-    "reorder": {"loops": list},
-    "fuse": {"inner": str, "outer": str, "fused": str},
-    "vectorize": {"loop": str},
-    "parallel": {"loop": str},
-    "unroll": {"loop": str},
+    Kind.COMPUTE_INLINE: {},
+    Kind.COMPUTE_ROOT: {},
+    Kind.COMPUTE_AT: {"consumer": str, "loop": str},
+    Kind.STORE_ROOT: {},
+    Kind.STORE_AT: {"consumer": str, "loop": str},
+    Kind.SPLIT: {"loop": str, "outer": str, "inner": str, "factor": int},
+    Kind.TILE: {"x": str, "y": str, "xo": str, "yo": str, "xi": str, "yi": str, "xf": int, "yf": int},
+    Kind.REORDER: {"loops": list},
+    Kind.FUSE: {"inner": str, "outer": str, "fused": str},
+    Kind.VECTORIZE: {"loop": str},
+    Kind.PARALLEL: {"loop": str},
+    Kind.UNROLL: {"loop": str},
 }
 # Optional arguments per kind: what Halide's call takes; anything else would be ignored silently.
 OPTIONAL: dict[str, dict[str, type]] = {
-    "split": {"tail": str},
-    "tile": {"tail": str},
-    "vectorize": {"factor": int, "tail": str},
-    "parallel": {"factor": int, "tail": str},
-    "unroll": {"factor": int, "tail": str},
+    Kind.SPLIT: {"tail": str},
+    Kind.TILE: {"tail": str},
+    Kind.VECTORIZE: {"factor": int, "tail": str},
+    Kind.PARALLEL: {"factor": int, "tail": str},
+    Kind.UNROLL: {"factor": int, "tail": str},
 }
+# Every argument of a kind in JSON order: required ones as SPEC lists them, then the optional ones.
+_ARGS: dict[str, tuple[str, ...]] = {k: (*SPEC[k], *OPTIONAL.get(k, {})) for k in SPEC}
 _TYPE_WORDS = {int: "an integer", str: "a string (a name)", list: "a list of loop names"}
 NAME_ARGS = ("loop", "outer", "inner", "x", "y", "xo", "yo", "xi", "yi", "fused", "consumer")
 
 
 class ScheduleError(ValueError):
-    """An invalid schedule: names the stage, the definition, the directive and what is wrong."""
+    """An invalid schedule: names the stage, the definition, the directive and what is wrong.
+    `directive` is the directive as JSON (what the user wrote, or a Directive's to_json())."""
 
     def __init__(self, stage: str, message: str, directive: Any = None, index: int | None = None, update: bool = False):
+        if isinstance(directive, Directive):
+            directive = directive.to_json()
         self.stage, self.directive, self.index, self.update, self.reason = stage, directive, index, update, message
         where = f"stage {_short(stage)!r}"
         if directive is not None:
@@ -57,6 +90,9 @@ class ScheduleError(ValueError):
 
 
 def format_directive(d: Any) -> str:
+    """`split(loop=x, outer=xo, ...)`: a Directive, or a directive's JSON as the user wrote it."""
+    if isinstance(d, Directive):
+        d = d.to_json()
     if not isinstance(d, dict):
         return _short(d)
     args = ", ".join(f"{_short(k)}={_short(v)}" for k, v in d.items() if k != "kind")
@@ -72,73 +108,198 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_directive(d: Any, update: bool = False) -> None:
-    """Shape check of one directive (of the update definition's list when `update`); raises
-    L.LoopError with what is wrong. Every argument is checked: nothing is ignored silently."""
-    if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
-        raise L.LoopError("a directive is an object with a 'kind'")
-    kind = d["kind"]
-    if kind not in SPEC:
-        raise L.LoopError(f"unknown directive kind {_short(kind)!r} (known: {', '.join(SPEC)})")
-    if update and kind in COMPUTE_KINDS + STORE_KINDS:
-        raise L.LoopError(f"{kind} places the whole stage: it belongs to the pure definition's list, not the update's")
-    optional = OPTIONAL.get(kind, {})
-    for arg in SPEC[kind]:
-        if arg not in d:
+@dataclass(frozen=True, repr=False)
+class Directive:
+    """One directive: its kind and the arguments that kind takes (the others are None).
+    Checked when made (L.LoopError says what is wrong), so every Directive is well formed:
+    each argument its kind requires is there, and of its type; names are identifiers,
+    factors within Halide's bounds, tails known. `to_json` gives exactly the set arguments."""
+
+    kind: Kind
+    consumer: str | None = None
+    loop: str | None = None
+    outer: str | None = None
+    inner: str | None = None
+    x: str | None = None
+    y: str | None = None
+    xo: str | None = None
+    yo: str | None = None
+    xi: str | None = None
+    yi: str | None = None
+    fused: str | None = None
+    factor: int | None = None
+    xf: int | None = None
+    yf: int | None = None
+    loops: tuple[str, ...] | None = None
+    tail: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, Kind):
+            if self.kind not in SPEC:
+                raise L.LoopError(f"unknown directive kind {_short(self.kind)!r} (known: {', '.join(SPEC)})")
+            object.__setattr__(self, "kind", Kind(self.kind))
+        if isinstance(self.loops, list):
+            object.__setattr__(self, "loops", tuple(self.loops))
+        _check_args(self.kind, self._set())
+
+    def _set(self) -> dict[str, Any]:
+        """The arguments given (not None), by name."""
+        return {n: v for n, v in self.__dict__.items() if v is not None and n != "kind"}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.value}
+        for arg in _ARGS[self.kind]:
+            v = getattr(self, arg)
+            if v is not None:
+                out[arg] = list(v) if arg == "loops" else v
+        return out
+
+    @staticmethod
+    def from_json(obj: Any, update: bool = False) -> Directive:
+        """A directive from its JSON object (of an update definition's list when `update`);
+        raises L.LoopError with what is wrong. Every argument is checked: nothing is ignored
+        silently, and a null argument is refused (leaving it out gives the default)."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            raise L.LoopError("a directive is an object with a 'kind'")
+        kind = obj["kind"]
+        if kind not in SPEC:
+            raise L.LoopError(f"unknown directive kind {_short(kind)!r} (known: {', '.join(SPEC)})")
+        if update and kind in PLACEMENT_KINDS:
+            raise L.LoopError(_IN_UPDATE.format(kind=kind))
+        args = {k: v for k, v in obj.items() if k != "kind"}
+        _check_args(Kind(kind), args)
+        if "loops" in args:
+            args["loops"] = tuple(args["loops"])
+        return Directive(Kind(kind), **args)
+
+    def __repr__(self) -> str:
+        return f"Directive({format_directive(self)})"
+
+
+_IN_UPDATE = "{kind} places the whole stage: it belongs to the pure definition's list, not the update's"
+
+
+def _check_args(kind: Kind, args: Mapping[str, Any]) -> None:
+    """The arguments of one directive of `kind` (name -> value as JSON gives it, or a
+    Directive's set fields): each required one there, none other, every one of its type."""
+    required, optional = SPEC[kind], OPTIONAL.get(kind, {})
+    for arg in required:
+        if arg not in args:
             raise L.LoopError(f"missing argument {arg!r}")
-    for arg, v in d.items():
-        if arg == "kind":
-            continue
-        typ = SPEC[kind].get(arg) or optional.get(arg)
+    for arg, v in args.items():
+        typ = required.get(arg) or optional.get(arg)
         if typ is None:
-            allowed = ", ".join([*SPEC[kind], *optional]) or "none"
+            allowed = ", ".join(_ARGS[kind]) or "none"
             raise L.LoopError(f"unexpected argument {_short(arg)!r} (the arguments of {kind}: {allowed})")
         if v is None:
             raise L.LoopError(f"argument {arg!r} is null: leave it out for the default")
-        if not isinstance(v, typ) or isinstance(v, bool):
+        if not isinstance(v, (list, tuple) if typ is list else typ) or isinstance(v, bool):
             raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {_short(v)}")
         if arg in NAME_ARGS and not str(v).isidentifier():
             raise L.LoopError(f"argument {arg!r} must be an identifier, got {_short(v)!r}")
-    if kind == "reorder" and not all(isinstance(n, str) for n in d["loops"]):
-        raise L.LoopError(f"argument 'loops' must be a list of loop names, got {_short(d['loops'])}")
+    if kind == Kind.REORDER and not all(isinstance(n, str) for n in args["loops"]):
+        raise L.LoopError(f"argument 'loops' must be a list of loop names, got {_short(args['loops'])}")
     for arg in ("factor", "xf", "yf"):
-        if d.get(arg) is not None:
-            L.check_factor(d[arg], arg)
-    if "tail" in d and d["tail"] not in L.TAILS:
-        raise L.LoopError(f"tail must be one of {L.TAILS}, got {_short(d['tail'])!r}")
-    if "tail" in d and kind in ("vectorize", "parallel", "unroll") and "factor" not in d:
+        if args.get(arg) is not None:
+            L.check_factor(args[arg], arg)
+    if "tail" in args and args["tail"] not in L.TAILS:
+        raise L.LoopError(f"tail must be one of {L.TAILS}, got {_short(args['tail'])!r}")
+    if "tail" in args and kind in MARKER_KINDS and "factor" not in args:
         raise L.LoopError(f"a tail strategy applies to a split: {kind} without a factor splits nothing")
 
 
-@dataclass
+COMPUTE_ROOT = Directive(Kind.COMPUTE_ROOT)  # the default placement of a stage
+STORE_ROOT = Directive(Kind.STORE_ROOT)
+
+
+def check_in_definition(d: Any, update: bool) -> None:
+    """What a definition's list adds to a directive's own checks (for schedules built in
+    code): it holds Directives, and an update's holds no placement (raises L.LoopError)."""
+    if not isinstance(d, Directive):
+        raise L.LoopError(f"a directive is a Directive, got {type(d).__name__}")
+    if update and d.kind in PLACEMENT_KINDS:
+        raise L.LoopError(_IN_UPDATE.format(kind=d.kind))
+
+
+@dataclass(frozen=True)
 class StageSchedule:
-    pure: list[dict[str, Any]] = field(default_factory=list)
-    update: list[dict[str, Any]] = field(default_factory=list)
+    """One stage's directives, pure and update definition: an immutable, hashable value (a
+    search dedupes and compares decisions by it, caches key on it)."""
 
-    def compute(self) -> dict[str, Any]:
+    pure: tuple[Directive, ...] = ()
+    update: tuple[Directive, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("pure", "update"):  # a list given in code becomes the tuple the type says
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def definition(self, update: bool) -> tuple[Directive, ...]:
+        """The directives of the update definition when `update`, else of the pure one."""
+        return self.update if update else self.pure
+
+    def with_definition(self, update: bool, directives: Iterable[Directive]) -> StageSchedule:
+        """A copy with one definition's directives replaced."""
+        return replace(self, **{"update" if update else "pure": tuple(directives)})
+
+    def compute(self) -> Directive:
         """The stage's compute directive (the last one given wins, as in Halide)."""
-        found = [d for d in self.pure if isinstance(d, dict) and d.get("kind") in COMPUTE_KINDS]
-        return found[-1] if found else {"kind": "compute_root"}
+        found = [d for d in self.pure if d.kind in COMPUTE_KINDS]
+        return found[-1] if found else COMPUTE_ROOT
 
-    def store(self) -> dict[str, Any] | None:
-        found = [d for d in self.pure if isinstance(d, dict) and d.get("kind") in STORE_KINDS]
+    def store(self) -> Directive | None:
+        found = [d for d in self.pure if d.kind in STORE_KINDS]
         return found[-1] if found else None
 
     def to_json(self) -> dict[str, Any]:
-        # A malformed directive is kept as it is (validation names it); only dicts are copied.
-        d: dict[str, Any] = {"pure": [dict(x) if isinstance(x, dict) else x for x in self.pure]}
+        d: dict[str, Any] = {"pure": [x.to_json() for x in self.pure]}
         if self.update:
-            d["update"] = [dict(x) if isinstance(x, dict) else x for x in self.update]
+            d["update"] = [x.to_json() for x in self.update]
         return d
+
+    @staticmethod
+    def from_json(stage: str, sd: Any) -> StageSchedule:
+        """Stage `stage`'s schedule from JSON; raises ScheduleError naming the directive at fault."""
+        if not isinstance(sd, dict) or not isinstance(sd.get("pure", []), list) or not isinstance(sd.get("update", []), list):
+            raise ScheduleError(stage, "expected {'pure': [...], 'update': [...]}")
+        extra = sorted(set(sd) - {"pure", "update"})
+        if extra:
+            raise ScheduleError(stage, f"unexpected key(s) {', '.join(map(repr, extra))}: a stage's schedule has 'pure' and 'update'")
+        lists = []
+        for update in (False, True):
+            out = []
+            for k, x in enumerate(sd.get("update" if update else "pure", [])):
+                try:
+                    out.append(Directive.from_json(x, update))
+                except L.LoopError as exc:
+                    raise ScheduleError(stage, str(exc), x, k, update) from None
+            lists.append(tuple(out))
+        return StageSchedule(lists[0], lists[1])
+
+
+_NOTHING = StageSchedule()
 
 
 @dataclass
 class Schedule:
+    """Stage name -> its StageSchedule. The values are immutable: an edit puts a new one
+    in place (`stages[name] = ...`, `with_stage`), and `copy` shares them."""
+
     stages: dict[str, StageSchedule] = field(default_factory=dict)
     name: str = ""
 
     def of(self, stage: str) -> StageSchedule:
-        return self.stages.get(stage) or StageSchedule()
+        return self.stages.get(stage) or _NOTHING
+
+    def copy(self, name: str | None = None) -> Schedule:
+        """An independent copy (the stage schedules are immutable, so they are shared)."""
+        return Schedule(dict(self.stages), self.name if name is None else name)
+
+    def with_stage(self, stage: str, ss: StageSchedule) -> Schedule:
+        """A copy with stage `stage` scheduled as `ss`."""
+        out = self.copy()
+        out.stages[stage] = ss
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,21 +318,13 @@ class Schedule:
 
     @staticmethod
     def from_json(d: Any) -> Schedule:
+        """A schedule from JSON; every directive is checked here (ScheduleError names the
+        stage and directive), whether the schedule fits a pipeline is `validate`'s question."""
         if not isinstance(d, dict) or not isinstance(d.get("stages"), dict):
             raise ScheduleError("?", "a schedule is a JSON object with a 'stages' object")
         if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
             raise ScheduleError("?", f"unsupported schedule format {d.get('format')!r}")
-        stages = {}
-        for name, sd in d["stages"].items():
-            if not isinstance(sd, dict) or not isinstance(sd.get("pure", []), list) or not isinstance(sd.get("update", []), list):
-                raise ScheduleError(name, "expected {'pure': [...], 'update': [...]}")
-            extra = sorted(set(sd) - {"pure", "update"})
-            if extra:
-                raise ScheduleError(name, f"unexpected key(s) {', '.join(map(repr, extra))}: a stage's schedule has 'pure' and 'update'")
-            stages[name] = StageSchedule(
-                [dict(x) if isinstance(x, dict) else x for x in sd.get("pure", [])],
-                [dict(x) if isinstance(x, dict) else x for x in sd.get("update", [])],
-            )
+        stages = {name: StageSchedule.from_json(name, sd) for name, sd in d["stages"].items()}
         return Schedule(stages, str(d.get("name", "")))
 
     @staticmethod
@@ -186,60 +339,68 @@ class Schedule:
 
 # --- builder helpers for hand-written schedules ------------------------------------
 class S:
-    """Fluent helper: `S(sched, 'f').compute_at('g', 'x').vectorize('x', 8)`."""
+    """Fluent helper: `S(sched, 'f').compute_at('g', 'x').vectorize('x', 8)`. A directive
+    that is not well formed is a ScheduleError naming the stage, here where it is written."""
 
     def __init__(self, sched: Schedule, stage: str, update: bool = False) -> None:
         self.sched, self.stage, self.is_update = sched, stage, update
-        st = sched.stages.setdefault(stage, StageSchedule())
-        self._list = st.update if update else st.pure
+        sched.stages.setdefault(stage, StageSchedule())
 
     def update(self) -> S:
         return S(self.sched, self.stage, True)
 
-    def _add(self, kind: str, **args: Any) -> S:
-        self._list.append({"kind": kind, **{k: v for k, v in args.items() if v is not None}})
+    def _add(self, kind: Kind, **args: Any) -> S:
+        given = {k: v for k, v in args.items() if v is not None}
+        ss = self.sched.of(self.stage)
+        current = ss.definition(self.is_update)
+        try:
+            d = Directive(kind, **given)
+            check_in_definition(d, self.is_update)
+        except L.LoopError as exc:
+            raise ScheduleError(self.stage, str(exc), {"kind": kind.value, **given}, len(current), self.is_update) from None
+        self.sched.stages[self.stage] = ss.with_definition(self.is_update, (*current, d))
         return self
 
     def compute_inline(self) -> S:
-        return self._add("compute_inline")
+        return self._add(Kind.COMPUTE_INLINE)
 
     def compute_root(self) -> S:
-        return self._add("compute_root")
+        return self._add(Kind.COMPUTE_ROOT)
 
     def compute_at(self, consumer: str, loop: str) -> S:
-        return self._add("compute_at", consumer=consumer, loop=loop)
+        return self._add(Kind.COMPUTE_AT, consumer=consumer, loop=loop)
 
     def store_root(self) -> S:
-        return self._add("store_root")
+        return self._add(Kind.STORE_ROOT)
 
     def store_at(self, consumer: str, loop: str) -> S:
-        return self._add("store_at", consumer=consumer, loop=loop)
+        return self._add(Kind.STORE_AT, consumer=consumer, loop=loop)
 
     def split(self, loop: str, outer: str, inner: str, factor: int, tail: str | None = None) -> S:
-        return self._add("split", loop=loop, outer=outer, inner=inner, factor=factor, tail=tail)
+        return self._add(Kind.SPLIT, loop=loop, outer=outer, inner=inner, factor=factor, tail=tail)
 
     def tile(self, x: str, y: str, xo: str, yo: str, xi: str, yi: str, xf: int, yf: int, tail: str | None = None) -> S:
-        return self._add("tile", x=x, y=y, xo=xo, yo=yo, xi=xi, yi=yi, xf=xf, yf=yf, tail=tail)
+        return self._add(Kind.TILE, x=x, y=y, xo=xo, yo=yo, xi=xi, yi=yi, xf=xf, yf=yf, tail=tail)
 
     def reorder(self, *loops: str) -> S:
-        return self._add("reorder", loops=list(loops))
+        return self._add(Kind.REORDER, loops=tuple(loops))
 
     def fuse(self, inner: str, outer: str, fused: str) -> S:
-        return self._add("fuse", inner=inner, outer=outer, fused=fused)
+        return self._add(Kind.FUSE, inner=inner, outer=outer, fused=fused)
 
     def vectorize(self, loop: str, factor: int | None = None) -> S:
-        return self._add("vectorize", loop=loop, factor=factor)
+        return self._add(Kind.VECTORIZE, loop=loop, factor=factor)
 
     def parallel(self, loop: str, factor: int | None = None) -> S:
-        return self._add("parallel", loop=loop, factor=factor)
+        return self._add(Kind.PARALLEL, loop=loop, factor=factor)
 
     def unroll(self, loop: str, factor: int | None = None) -> S:
-        return self._add("unroll", loop=loop, factor=factor)
+        return self._add(Kind.UNROLL, loop=loop, factor=factor)
 
 
 def default_schedule(p: Pipeline) -> Schedule:
     """Everything computed at root, serial, in the declared loop order."""
-    return Schedule({s.name: StageSchedule([{"kind": "compute_root"}]) for s in p.stages}, "default")
+    return Schedule({s.name: StageSchedule((COMPUTE_ROOT,)) for s in p.stages}, "default")
 
 
 # --- validation ------------------------------------------------------------------------
@@ -249,44 +410,44 @@ def definition_loops(
     """Loops of one definition after its directives (raises ScheduleError). `as_output`:
     check the tails an output needs (default: when the stage is a pipeline output)."""
     s = p.stage(stage)
-    directives = sched.of(stage).update if update else sched.of(stage).pure
+    directives = sched.of(stage).definition(update)
     loops = L.initial_loops(s, update, extents)
     output = stage in p.outputs if as_output is None else as_output
-    at_root = extents is None and (output or sched.of(stage).compute()["kind"] == "compute_root")
+    at_root = extents is None and (output or sched.of(stage).compute().kind == Kind.COMPUTE_ROOT)
     for k, d in enumerate(directives):
         try:
-            check_directive(d, update)
+            check_in_definition(d, update)
             if output and extents is None:
                 _check_output_tail(loops, d, update)
             if at_root:
                 _check_constant_extent(loops, d)
             loops = L.apply(loops, d)
         except L.LoopError as exc:
-            raise ScheduleError(stage, str(exc), d if isinstance(d, dict) else {"kind": repr(d)}, k, update) from None
+            raise ScheduleError(stage, str(exc), d if isinstance(d, Directive) else {"kind": repr(d)}, k, update) from None
     return loops
 
 
-def _check_constant_extent(loops: list[L.Loop], d: dict[str, Any]) -> None:
+def _check_constant_extent(loops: list[L.Loop], d: Directive) -> None:
     """Halide vectorizes and unrolls only loops of constant extent; a root stage's own dims
     are sized at run time (Halide's error would come only when compiling)."""
-    if d["kind"] not in ("vectorize", "unroll") or "factor" in d:
+    if d.kind not in (Kind.VECTORIZE, Kind.UNROLL) or d.factor is not None:
         return
-    lp = next((x for x in loops if x.name == d["loop"]), None)
+    lp = next((x for x in loops if x.name == d.loop), None)
     if lp is not None and not lp.fixed:
         raise L.LoopError(
-            f"loop {lp.name!r} of a stage computed at root has a run-time extent, and Halide can only {d['kind']} "
-            f"loops of constant extent: give a factor ({d['kind']}({lp.name}, N)) or split it first"
+            f"loop {lp.name!r} of a stage computed at root has a run-time extent, and Halide can only {d.kind} "
+            f"loops of constant extent: give a factor ({d.kind}({lp.name}, N)) or split it first"
         )
 
 
-def _check_output_tail(loops: list[L.Loop], d: dict[str, Any], update: bool) -> None:
+def _check_output_tail(loops: list[L.Loop], d: Directive, update: bool) -> None:
     """Splits of an output that Halide accepts but that fail when the pipeline runs: an
     update split that does not divide its extent is rounded up (writing past the buffer),
     and a pure split larger than its extent is shifted inwards to before the buffer."""
-    pairs = [(d.get("loop"), d.get("factor"))] if d["kind"] in ("split", "vectorize", "parallel", "unroll") else []
-    if d["kind"] == "tile":
-        pairs = [(d["x"], d["xf"]), (d["y"], d["yf"])]
-    tail = d.get("tail", "auto")
+    pairs = [(d.loop, d.factor)] if d.kind == Kind.SPLIT or d.kind in MARKER_KINDS else []
+    if d.kind == Kind.TILE:
+        pairs = [(d.x, d.xf), (d.y, d.yf)]
+    tail = d.tail or "auto"
     for name, factor in pairs:
         lp = next((x for x in loops if x.name == name), None)
         if lp is None or not factor or lp.rvar or tail == "guard_with_if":
@@ -324,7 +485,7 @@ def effective_consumers(p: Pipeline, sched: Schedule, name: str) -> set[str]:
     out: set[str] = set()
     for c in p.consumers(name):
         if c in p.stage_map:
-            out |= effective_consumers(p, sched, c) if sched.of(c).compute()["kind"] == "compute_inline" else {c}
+            out |= effective_consumers(p, sched, c) if sched.of(c).compute().kind == Kind.COMPUTE_INLINE else {c}
     return out
 
 
@@ -335,11 +496,11 @@ def _computed_inside(p: Pipeline, sched: Schedule, stage: str, consumer: str, lo
     while cur not in seen:
         seen.add(cur)
         d = sched.of(cur).compute()
-        if d["kind"] != "compute_at" or d["consumer"] not in p.stage_map:
+        if d.kind != Kind.COMPUTE_AT or d.consumer not in p.stage_map:
             return False
-        if d["consumer"] == consumer:
-            return _loop_at_or_inside(p, sched, consumer, d["loop"], loop)
-        cur = d["consumer"]
+        if d.consumer == consumer:
+            return _loop_at_or_inside(p, sched, consumer, L.need(d.loop), loop)
+        cur = d.consumer
     return False
 
 
@@ -366,15 +527,14 @@ def validate(p: Pipeline, sched: Schedule) -> None:
 
 
 def check_shapes(stage: str, ss: StageSchedule) -> None:
-    """Every directive of one stage well formed (before anything reads a consumer's list)."""
+    """Every directive of one stage in its place (before anything reads a consumer's list):
+    each is a Directive (well formed by construction), none of the update's a placement."""
     for update, directives in ((False, ss.pure), (True, ss.update)):
-        if not isinstance(directives, list):
-            raise ScheduleError(stage, f"the {'update' if update else 'pure'} directives must be a list, got {_short(directives)}")
         for k, d in enumerate(directives):
             try:
-                check_directive(d, update)
+                check_in_definition(d, update)
             except L.LoopError as exc:
-                raise ScheduleError(stage, str(exc), d, k, update) from None
+                raise ScheduleError(stage, str(exc), d if isinstance(d, Directive) else {"kind": repr(d)}, k, update) from None
 
 
 def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
@@ -386,9 +546,9 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
         raise ScheduleError(s.name, "has no update definition (it is not a reduction)", ss.update[0], 0, True)
     if s.is_reduction:
         definition_loops(p, sched, s.name, True)
-    inlined = ss.compute()["kind"] == "compute_inline"
+    inlined = ss.compute().kind == Kind.COMPUTE_INLINE
     for k, d in enumerate(ss.pure):
-        if d["kind"] in COMPUTE_KINDS + STORE_KINDS:
+        if d.kind in PLACEMENT_KINDS:
             _check_location(p, sched, s.name, d, k)
         elif inlined:
             raise ScheduleError(s.name, "the stage is inlined, so it has no loops to schedule: remove this or compute it somewhere", d, k)
@@ -399,9 +559,9 @@ def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
     that loop too (Halide rejects it otherwise, later and less clearly)."""
     ss = sched.of(stage)
     for d in (ss.compute(), ss.store()):  # the last of each kind is the one in force
-        if d is None or d["kind"] not in ("compute_at", "store_at"):
+        if d is None or d.kind not in (Kind.COMPUTE_AT, Kind.STORE_AT):
             continue
-        consumer, loop = d["consumer"], d["loop"]
+        consumer, loop = L.need(d.consumer), L.need(d.loop)
         readers = effective_consumers(p, sched, stage) - {consumer}
         outside = sorted(c for c in readers if not _computed_inside(p, sched, c, consumer, loop))
         if outside:
@@ -429,9 +589,9 @@ def enclosing_loops(p: Pipeline, sched: Schedule, consumer: str, loop: str) -> l
             break
         out = [(consumer, lp) for lp in loops[: names.index(loop) + 1]] + out
         d = sched.of(consumer).compute()
-        if d["kind"] != "compute_at":
+        if d.kind != Kind.COMPUTE_AT:
             break
-        consumer, loop = d["consumer"], d["loop"]
+        consumer, loop = L.need(d.consumer), L.need(d.loop)
     return out
 
 
@@ -440,12 +600,12 @@ def _check_store_race(p: Pipeline, sched: Schedule, stage: str) -> None:
     shared by the loop's iterations: a race, which Halide refuses when compiling."""
     ss = sched.of(stage)
     compute, store = ss.compute(), ss.store()
-    if store is None or compute["kind"] != "compute_at":
+    if store is None or compute.kind != Kind.COMPUTE_AT:
         return
-    chain = enclosing_loops(p, sched, compute["consumer"], compute["loop"])
+    chain = enclosing_loops(p, sched, L.need(compute.consumer), L.need(compute.loop))
     start = 0
-    if store["kind"] == "store_at":
-        at = [k for k, (st, lp) in enumerate(chain) if st == store["consumer"] and lp.name == store["loop"]]
+    if store.kind == Kind.STORE_AT:
+        at = [k for k, (st, lp) in enumerate(chain) if st == store.consumer and lp.name == store.loop]
         if not at:
             return  # _check_location reports a store that does not enclose the computation
         start = at[0] + 1
@@ -460,38 +620,40 @@ def _check_store_race(p: Pipeline, sched: Schedule, stage: str) -> None:
             )
 
 
-def _check_location(p: Pipeline, sched: Schedule, stage: str, d: dict[str, Any], k: int) -> None:
+def _check_location(p: Pipeline, sched: Schedule, stage: str, d: Directive, k: int) -> None:
     def fail(msg: str) -> None:
         raise ScheduleError(stage, msg, d, k)
 
-    kind = d["kind"]
-    if stage in p.outputs and kind in ("compute_inline", "compute_at"):
+    kind = d.kind
+    if stage in p.outputs and kind in (Kind.COMPUTE_INLINE, Kind.COMPUTE_AT):
         fail("an output is always computed at root")
-    if kind == "compute_inline" and p.stage(stage).is_reduction:
+    if kind == Kind.COMPUTE_INLINE and p.stage(stage).is_reduction:
         fail("a reduction cannot be inlined (it has an update definition)")
-    if kind in ("compute_at", "store_at"):
-        consumer = d["consumer"]
+    if kind in (Kind.COMPUTE_AT, Kind.STORE_AT):
+        consumer = L.need(d.consumer)
         if consumer not in p.stage_map:
             fail(f"no such stage {consumer!r}")
         if consumer not in p.downstream(stage):
             fail(f"{consumer!r} does not consume {stage!r} (consumers: {', '.join(sorted(p.downstream(stage))) or 'none'})")
-        if sched.of(consumer).compute()["kind"] == "compute_inline":
+        if sched.of(consumer).compute().kind == Kind.COMPUTE_INLINE:
             fail(f"{consumer!r} is inlined, so it has no loops to compute at")
         names = [lp.name for lp in final_loops(p, sched, consumer)]
-        if d["loop"] not in names:
-            fail(f"{consumer!r} has no loop {d['loop']!r} (its loops: {', '.join(names)})")
+        if d.loop not in names:
+            fail(f"{consumer!r} has no loop {d.loop!r} (its loops: {', '.join(names)})")
 
     compute = sched.of(stage).compute()
-    if kind in STORE_KINDS and compute["kind"] == "compute_inline":
+    if kind in STORE_KINDS and compute.kind == Kind.COMPUTE_INLINE:
         fail("an inlined stage has no storage to place")
-    if kind == "store_at" and not (
-        compute["kind"] == "compute_at"
-        and (
-            (compute["consumer"] == d["consumer"] and _loop_at_or_inside(p, sched, d["consumer"], compute["loop"], d["loop"]))
-            or _computed_inside(p, sched, compute["consumer"], d["consumer"], d["loop"])
-        )
-    ):
-        fail(f"its storage must enclose where it is computed: compute it at {d['consumer']}.{d['loop']} or inside it")
+    if kind == Kind.STORE_AT:
+        at, loop = L.need(d.consumer), L.need(d.loop)
+        if not (
+            compute.kind == Kind.COMPUTE_AT
+            and (
+                (compute.consumer == at and _loop_at_or_inside(p, sched, at, L.need(compute.loop), loop))
+                or _computed_inside(p, sched, L.need(compute.consumer), at, loop)
+            )
+        ):
+            fail(f"its storage must enclose where it is computed: compute it at {at}.{loop} or inside it")
 
 
 def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
@@ -510,7 +672,7 @@ def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
             loops = L.initial_loops(s, upd)
             calls = []
             for d in directives:
-                target = d.get("loop", d.get("x", d.get("inner")))
+                target = d.loop or d.x or d.inner
                 rvar = any(lp.rvar for lp in loops if lp.name == target)
                 calls.append(_call_source(d, new_vars, rvar, py))
                 loops = L.apply(loops, d)
@@ -523,34 +685,35 @@ def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
     return "\n".join(lines + body) + "\n"
 
 
-def _call_source(d: dict[str, Any], new_vars: dict[str, bool], rvar: bool, py: bool) -> str:
-    kind = d["kind"]
-    tail = d.get("tail")
+def _call_source(d: Directive, new_vars: dict[str, bool], rvar: bool, py: bool) -> str:
+    kind, tail = d.kind, d.tail
     tail_arg = f", {'hl.TailStrategy.' if py else 'TailStrategy::'}{_camel(tail)}" if tail and tail != "auto" else ""
-    if kind in ("compute_at", "store_at"):
-        return f"{kind}({d['consumer']}, {d['loop']})"
-    if kind in ("compute_inline", "compute_root", "store_root"):
+    if kind in (Kind.COMPUTE_AT, Kind.STORE_AT):
+        return f"{kind}({d.consumer}, {d.loop})"
+    if kind in (Kind.COMPUTE_INLINE, Kind.COMPUTE_ROOT, Kind.STORE_ROOT):
         return f"{kind}()"
-    if kind == "split":
-        for v in (d["outer"], d["inner"]):
+    if kind == Kind.SPLIT:
+        for v in (L.need(d.outer), L.need(d.inner)):
             new_vars.setdefault(v, rvar)
-        return f"split({d['loop']}, {d['outer']}, {d['inner']}, {d['factor']}{tail_arg})"
-    if kind == "tile":
-        for v in (d["xo"], d["yo"], d["xi"], d["yi"]):
+        return f"split({d.loop}, {d.outer}, {d.inner}, {d.factor}{tail_arg})"
+    if kind == Kind.TILE:
+        for v in (L.need(d.xo), L.need(d.yo), L.need(d.xi), L.need(d.yi)):
             new_vars.setdefault(v, rvar)
-        return f"tile({d['x']}, {d['y']}, {d['xo']}, {d['yo']}, {d['xi']}, {d['yi']}, {d['xf']}, {d['yf']}{tail_arg})"
-    if kind == "reorder":
-        return f"reorder({', '.join(d['loops'])})" if not py else f"reorder([{', '.join(d['loops'])}])"
-    if kind == "fuse":
-        new_vars.setdefault(d["fused"], rvar)
-        return f"fuse({d['inner']}, {d['outer']}, {d['fused']})"
-    mk = {"vectorize": "vectorized", "parallel": "parallel", "unroll": "unrolled"}[kind]
-    if d.get("factor"):
-        inner = L.split_name(d["loop"], mk)
+        return f"tile({d.x}, {d.y}, {d.xo}, {d.yo}, {d.xi}, {d.yi}, {d.xf}, {d.yf}{tail_arg})"
+    if kind == Kind.REORDER:
+        names = ", ".join(L.need(d.loops))
+        return f"reorder({names})" if not py else f"reorder([{names}])"
+    if kind == Kind.FUSE:
+        new_vars.setdefault(L.need(d.fused), rvar)
+        return f"fuse({d.inner}, {d.outer}, {d.fused})"
+    loop = L.need(d.loop)
+    if d.factor:
+        mk = L.MARKED[kind]
+        inner = L.split_name(loop, mk)
         new_vars.setdefault(inner, rvar)
-        marked = d["loop"] if kind == "parallel" else inner
-        return f"split({d['loop']}, {d['loop']}, {inner}, {d['factor']}{tail_arg}).{kind}({marked})"
-    return f"{kind}({d['loop']})"
+        marked = loop if kind == Kind.PARALLEL else inner
+        return f"split({loop}, {loop}, {inner}, {d.factor}{tail_arg}).{kind}({marked})"
+    return f"{kind}({loop})"
 
 
 def _camel(s: str) -> str:

@@ -17,7 +17,7 @@ import re
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import halide as hl
@@ -67,7 +67,7 @@ def units(p: Pipeline, sched: Schedule) -> list[list[str]]:
     for n in mat:
         ss = sched.of(n)
         cons = [pos[c] for c in effective_consumers(p, sched, n)]
-        joined = [pos[d["consumer"]] for d in ss.pure if d["kind"] in ("compute_at", "store_at")]
+        joined = [pos[d.consumer] for d in ss.pure if d.consumer is not None]  # compute_at / store_at
         if kind[n] != "compute_root" or joined or not writes_in_bounds(p, sched, n):
             reach[pos[n]] = max([pos[n], *cons, *joined])
     groups: list[list[str]] = []
@@ -101,7 +101,7 @@ def partition(p: Pipeline, sched: Schedule, max_stages: int = MAX_SEGMENT_STAGES
 
 
 def _kinds(p: Pipeline, sched: Schedule) -> dict[str, str]:
-    return {s.name: sched.of(s.name).compute()["kind"] for s in p.stages}
+    return {s.name: sched.of(s.name).compute().kind for s in p.stages}
 
 
 def _segment(p: Pipeline, sched: Schedule, group: list[list[str]], kind: dict[str, str]) -> Segment:
@@ -146,8 +146,8 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
 
 
 def _renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
-    pure = [dict(d, consumer=ren[d["consumer"]]) if "consumer" in d else dict(d) for d in ss.pure]
-    return StageSchedule(pure, [dict(d) for d in ss.update])
+    pure = tuple(replace(d, consumer=ren[d.consumer]) if d.consumer is not None else d for d in ss.pure)
+    return StageSchedule(pure, ss.update)
 
 
 # --- compile and run ---------------------------------------------------------------------

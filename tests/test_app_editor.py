@@ -41,7 +41,7 @@ def test_edit_applies_and_undo_redo_restore_exact_schedules(qtbot: QtBot, window
     assert window.editor.error.isHidden(), window.editor.error.text()
     after_hash = doc.schedule_hash
     assert after_hash != before_hash
-    assert doc.schedule.of("blur_y").pure[-1] == {"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 8}
+    assert doc.schedule.of("blur_y").pure[-1].to_json() == {"kind": "split", "loop": "x", "outer": "xo", "inner": "xi", "factor": 8}
     assert "for xo in [0, 8):" in window.loop_view.toPlainText() and "for xi in [0, 8):" in window.loop_view.toPlainText()
     assert window.editor.list.count() == 2
     assert window.undo_stack.count() == 1 and "split" in window.undo_stack.undoText()
@@ -115,7 +115,7 @@ def test_form_offers_the_legal_choices(window: MainWindow) -> None:
     assert form.kind.currentData() == "compute_at" and form.combo("consumer_loop").currentData() == "x"
     form.combo("consumer_loop").setCurrentIndex(form.combo("consumer_loop").findData("y"))
     form.apply_button.click()
-    assert doc.schedule.of("blur_x").pure[1] == {"kind": "compute_at", "consumer": "blur_y", "loop": "y"}
+    assert doc.schedule.of("blur_x").pure[1].to_json() == {"kind": "compute_at", "consumer": "blur_y", "loop": "y"}
     assert window.undo_stack.count() == 2
 
 
@@ -124,13 +124,13 @@ def test_remove_and_move_are_single_undoable_steps(window: MainWindow) -> None:
     window.select_stage("blur_y")
     _add_split(window)
     window.editor.quick_action("vectorize")  # vectorize xi
-    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
+    assert [d.kind for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
     window.editor.list.setCurrentRow(0)
     window.editor.buttons["down"].click()
-    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["split", "compute_root", "vectorize"]
+    assert [d.kind for d in doc.schedule.of("blur_y").pure] == ["split", "compute_root", "vectorize"]
     assert window.editor.list.currentRow() == 1
     window.editor.buttons["remove"].click()
-    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["split", "vectorize"]
+    assert [d.kind for d in doc.schedule.of("blur_y").pure] == ["split", "vectorize"]
     # Removing the split would leave vectorize(xi) pointing at nothing: rejected.
     window.editor.list.setCurrentRow(0)
     n = window.undo_stack.count()
@@ -139,7 +139,7 @@ def test_remove_and_move_are_single_undoable_steps(window: MainWindow) -> None:
     assert window.undo_stack.count() == n
     window.undo_stack.undo()
     window.undo_stack.undo()
-    assert [d["kind"] for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
+    assert [d.kind for d in doc.schedule.of("blur_y").pure] == ["compute_root", "split", "vectorize"]
 
 
 def test_quick_actions_produce_valid_schedules() -> None:
@@ -187,7 +187,7 @@ def test_reductions_edit_their_update_definition(window: MainWindow) -> None:
     window.select_stage(stage)
     assert window.editor.definition.isTabVisible(1) and window.editor.is_update
     window.editor.quick_action("parallel")
-    assert doc.schedule.of(stage).update == [{"kind": "parallel", "loop": "i"}]
+    assert [d.to_json() for d in doc.schedule.of(stage).update] == [{"kind": "parallel", "loop": "i"}]
     window.editor.definition.setCurrentIndex(0)
     assert window.editor.list.count() == len(doc.schedule.of(stage).pure)
 

@@ -79,7 +79,7 @@ def test_a_session_from_the_start_page_to_a_reopened_project(qtbot: QtBot, tmp_p
     # Quick action: vectorize the innermost loop. The analytic estimate drops.
     qtbot.mouseClick(w.editor.quick["vectorize"], Qt.MouseButton.LeftButton)
     assert w.editor.error.isHidden(), w.editor.error.text()
-    assert doc.schedule.of("blur_y").pure[-1] == {"kind": "vectorize", "loop": "x", "factor": 8}
+    assert doc.schedule.of("blur_y").pure[-1].to_json() == {"kind": "vectorize", "loop": "x", "factor": 8}
     edited_hash, edited_ms = doc.schedule_hash, _predicted_ms(w)
     assert edited_hash != before_hash
     assert edited_ms < before_ms * 0.9, (before_ms, edited_ms)

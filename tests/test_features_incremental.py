@@ -246,8 +246,8 @@ def test_one_stage_change_recomputes_only_its_rows():
     base = F.featurize(loopnest.build(p, s))
     before = loopnest.cache_stats(p)["features.rows"]
     out = p.outputs[0]
-    t = Schedule.from_json(s.to_json())
-    t.stages[out].pure = [d for d in t.stages[out].pure if d["kind"] != "vectorize"]  # the output alone changes
+    t = s.copy()
+    t.stages[out] = t.of(out).with_definition(False, [d for d in t.of(out).pure if d.kind != "vectorize"])  # the output alone changes
     nest = loopnest.build(p, t)
     changed = F.featurize(nest)
     after = loopnest.cache_stats(p)["features.rows"]

@@ -26,7 +26,7 @@ def test_many_samples_and_mutants_validate():
             m = mutate(p, s, rng)
             validate(p, m)
             loopnest.build(p, m)
-            kinds |= {d["kind"] for st in s.stages.values() for d in st.pure + st.update}
+            kinds |= {d.kind for st in s.stages.values() for d in st.pure + st.update}
     assert kinds >= {"compute_root", "compute_inline", "compute_at", "split", "reorder", "vectorize", "parallel", "unroll", "fuse"}
     assert not kinds & {"store_root", "store_at"}  # sliding windows are not modeled (see sampler.decide)
 
@@ -96,5 +96,5 @@ def test_regression_a_stage_read_with_two_index_patterns():
     then ran out of bounds in Halide. Not run here: it recomputes a matmul 33M times)."""
     p = random_pipeline(327)
     s = next(itertools.islice(candidates(p, 300), 1, None))
-    assert s.of("matmul_2").compute()["kind"] == "compute_at"
-    assert all(d.get("tail") == "guard_with_if" for d in s.of("matmul_2").update if "factor" in d)
+    assert s.of("matmul_2").compute().kind == "compute_at"
+    assert all(d.tail == "guard_with_if" for d in s.of("matmul_2").update if d.factor is not None)

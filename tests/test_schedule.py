@@ -1,12 +1,14 @@
 """Schedules: JSON round-trip, hashing, source export, and one clear error for each invalid case."""
 
 import json
+from dataclasses import FrozenInstanceError
 
 import pytest
 
 from engine import halide_backend as HB
 from engine import zoo
-from engine.schedule import S, Schedule, ScheduleError, default_schedule, to_source, validate
+from engine.loops import LoopError
+from engine.schedule import Directive, Kind, S, Schedule, ScheduleError, StageSchedule, default_schedule, to_source, validate
 
 
 def blur_tiled() -> Schedule:
@@ -31,7 +33,7 @@ def test_json_round_trip_is_exact_and_hash_stable():
 def test_default_schedule_is_all_root():
     p = zoo.get("resnet_block", "small")
     s = default_schedule(p)
-    assert all(s.of(st.name).compute() == {"kind": "compute_root"} for st in p.stages)
+    assert all(s.of(st.name).compute().to_json() == {"kind": "compute_root"} for st in p.stages)
     validate(p, s)
 
 
@@ -132,3 +134,62 @@ def test_malformed_schedule_json():
         Schedule.loads('{"stages": ')
     with pytest.raises(ScheduleError, match="'stages'"):
         Schedule.from_json(json.loads("[1, 2]"))
+
+
+# --- directives are typed, immutable values ------------------------------------------------
+def test_directive_json_round_trip_gives_exactly_the_set_arguments():
+    raw = {"kind": "vectorize", "loop": "x", "factor": 8, "tail": "guard_with_if"}
+    d = Directive.from_json(raw)
+    assert d.kind is Kind.VECTORIZE and d.kind == "vectorize" and (d.loop, d.factor, d.tail) == ("x", 8, "guard_with_if")
+    assert d.to_json() == raw and d.outer is None
+    assert Directive.from_json({"kind": "reorder", "loops": ["x", "y"]}).loops == ("x", "y")
+    assert Directive.from_json({"kind": "reorder", "loops": ["x", "y"]}).to_json() == {"kind": "reorder", "loops": ["x", "y"]}
+    with pytest.raises(FrozenInstanceError):
+        d.factor = 16  # type: ignore[misc]
+
+
+def test_equal_directives_and_stage_schedules_are_equal_hashable_values():
+    built = Schedule()
+    S(built, "blur_y").split("x", "xo", "xi", 8).vectorize("xi")
+    read = Schedule.loads(built.dumps())
+    assert read.of("blur_y") == built.of("blur_y") and hash(read.of("blur_y")) == hash(built.of("blur_y"))
+    assert len({read.of("blur_y"), built.of("blur_y"), StageSchedule()}) == 2
+    assert read.of("blur_y").pure[0] == Directive(Kind.SPLIT, loop="x", outer="xo", inner="xi", factor=8)
+    assert read.of("blur_y").pure[0] != Directive(Kind.SPLIT, loop="x", outer="xo", inner="xi", factor=4)
+
+
+def test_schedule_copy_is_independent_of_the_original():
+    s = blur_tiled()
+    before = s.content_hash()
+    t = s.copy()
+    S(t, "blur_x").unroll("y")
+    t.stages["blur_y"] = StageSchedule()
+    u = s.with_stage("blur_x", StageSchedule((Directive(Kind.COMPUTE_ROOT),)))
+    assert s.content_hash() == before and t.content_hash() != before and u.content_hash() != before
+    assert u.of("blur_y") is s.of("blur_y")  # immutable: shared, not copied
+
+
+def test_a_malformed_directive_is_refused_when_the_json_is_read():
+    split = {"kind": "split", "loop": "x", "outer": "a", "inner": "b"}
+    with pytest.raises(ScheduleError, match="missing argument 'factor'") as info:
+        Schedule.from_json({"stages": {"blur_y": {"pure": [{"kind": "compute_root"}, split]}}})
+    assert (info.value.stage, info.value.index, info.value.update) == ("blur_y", 1, False)
+    assert info.value.directive == split
+    with pytest.raises(ScheduleError, match="belongs to the pure definition") as info:
+        Schedule.from_json({"stages": {"conv": {"update": [{"kind": "compute_root"}]}}})
+    assert info.value.update and info.value.index == 0
+
+
+def test_a_malformed_directive_is_refused_where_it_is_written():
+    with pytest.raises(LoopError, match="missing argument 'inner'"):
+        Directive(Kind.SPLIT, loop="x", outer="xo", factor=4)
+    with pytest.raises(LoopError, match="unexpected argument 'factor'"):
+        Directive(Kind.COMPUTE_ROOT, factor=4)
+    with pytest.raises(LoopError, match="must be an identifier"):
+        Directive(Kind.PARALLEL, loop="x y")
+    s = Schedule()
+    with pytest.raises(ScheduleError, match="positive") as info:
+        S(s, "blur_y").split("x", "xo", "xi", 0)
+    assert info.value.stage == "blur_y" and info.value.directive["factor"] == 0
+    with pytest.raises(ScheduleError, match="belongs to the pure definition"):
+        S(s, "conv").update().compute_root()

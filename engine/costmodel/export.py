@@ -21,7 +21,7 @@ from typing import Any
 from ..database import Database
 from ..ir import Pipeline
 from ..measure import Measurement
-from ..schedule import Schedule
+from ..schedule import Schedule, ScheduleError
 from . import SHIPPED
 from .dataset import environments
 from .files import atomic_open, atomic_path
@@ -85,7 +85,11 @@ def import_dataset(path: str | Path, db_path: str | Path) -> dict[str, int]:
                     counts["pipelines"] += 1
                 elif rec["kind"] == "sample":
                     m = Measurement.from_json(rec["measurement"])
-                    if Schedule.from_json(rec["schedule"]).content_hash() != m.schedule_hash:
+                    try:
+                        sched = Schedule.from_json(rec["schedule"])
+                    except ScheduleError as exc:
+                        raise DatasetFileError(f"{path}:{n}: {exc}") from None
+                    if sched.content_hash() != m.schedule_hash:
                         raise DatasetFileError(f"{path}:{n}: schedule does not hash to {m.schedule_hash}")
                     db.put_schedule(m.schedule_hash, rec["schedule"])
                     db.record(m)

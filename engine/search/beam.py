@@ -23,7 +23,7 @@ from ..sampler import location_of
 from ..schedule import Schedule, StageSchedule
 from .base import SearchContext
 from .greedy import charge_proposals, measure_new, options_per_stage, run_charged
-from .space import decision_key, guide_decision, measure_seed, options_at, order, stage_options, with_decision
+from .space import guide_decision, measure_seed, options_at, order, stage_options, with_decision
 from .value import Completer
 
 WIDTH = 4  # beam width B
@@ -65,16 +65,17 @@ def _options(ctx: SearchContext, state: Schedule, st: str, guide: Schedule | Non
     decisions and loops resampled at their locations (finer passes)."""
     if not elite:
         return stage_options(ctx.p, state, st, ctx.rng, k, guide)
-    out, keys = [], set()
+    out: list[StageSchedule] = []
+    keys: set[StageSchedule] = set()
     for e in elite:
         g = guide_decision(ctx.p, state, st, e)
-        if g is not None and decision_key(g) not in keys:
-            keys.add(decision_key(g))
+        if g is not None and g not in keys:
+            keys.add(g)
             out.append(g)
     locs = [location_of(e.of(st)) for e in elite]
     for o in options_at(ctx.p, state, st, ctx.rng, FINE_K, locs):
-        if decision_key(o) not in keys:
-            keys.add(decision_key(o))
+        if o not in keys:
+            keys.add(o)
             out.append(o)
     return out or stage_options(ctx.p, state, st, ctx.rng, 1, guide)  # no elite location is legal here
 

@@ -30,8 +30,8 @@ import numpy as np
 from .. import loops as L
 from .. import sampler
 from ..ir import Pipeline, Stage
-from ..schedule import Schedule, StageSchedule, final_loops, validate
-from .space import decision_key, is_prefix, order, with_decision
+from ..schedule import Directive, Schedule, StageSchedule, final_loops, validate
+from .space import is_prefix, order, with_decision
 
 LOC = 4  # inline, root, at, granularity
 TAIL = 7  # vector, parallel, parallel extent, unroll, reordered, contiguous, fused
@@ -85,7 +85,7 @@ def location_features(p: Pipeline, sched: Schedule, loc: sampler.Location) -> li
     return [0.0, 0.0, 1.0, _frac(math.prod(lp.extent for lp in loops[: k + 1]), math.prod(lp.extent for lp in loops))]
 
 
-def _loops(s: Stage, update: bool, directives: list[dict]) -> list[L.Loop]:
+def _loops(s: Stage, update: bool, directives: tuple[Directive, ...]) -> list[L.Loop]:
     loops = L.initial_loops(s, update)
     for d in directives:
         loops = L.apply(loops, d)
@@ -103,7 +103,7 @@ def _loop_features(s: Stage, ss: StageSchedule) -> list[float]:
     par = [lp.extent for lp in loops if lp.kind == "parallel"]
     vec = [lp.extent for lp in loops if lp.kind == "vectorized"]
     unr = math.prod(lp.extent for lp in loops if lp.kind == "unrolled")
-    kinds = {d["kind"] for d in directives}
+    kinds = {d.kind for d in directives}
     last = s.dims[-1].name
     out += [
         min(1.0, _lg(max(vec, default=1)) / 4),
@@ -157,12 +157,13 @@ def _weights(n: int) -> np.ndarray:
 def _inherited(p: Pipeline, partial: Schedule, name: str, guides: Sequence[Schedule]) -> list[StageSchedule]:
     """The guides' decisions of `name` that are legal after `partial`'s decisions (a guide
     that `partial` follows exactly keeps all its decisions, see space.is_prefix)."""
-    out, keys = [], set()
+    out: list[StageSchedule] = []
+    keys: set[StageSchedule] = set()
     for g in guides:
         ss = g.stages.get(name)
-        if ss is None or decision_key(ss) in keys:
+        if ss is None or ss in keys:
             continue
-        keys.add(decision_key(ss))
+        keys.add(ss)
         if is_prefix(partial, g) or sampler.still_legal(p, partial, name, ss):
             out.append(ss)
     return out
@@ -192,9 +193,9 @@ def decode(
                 cands.append(StageSchedule(sampler.location_directives(loc) + lp.pure, lp.update))
         best, best_d, keys = cands[0], math.inf, set()
         for c in cands:
-            if decision_key(c) in keys:  # the sampler often repeats a loop set
+            if c in keys:  # the sampler often repeats a loop set
                 continue
-            keys.add(decision_key(c))
+            keys.add(c)
             d = float(np.sum(w * (_features(p, sched, st, c, heads) - target) ** 2))
             if d < best_d - 1e-12:  # strict: the earlier candidate (a guide's) wins ties
                 best, best_d = c, d

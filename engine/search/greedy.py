@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from ..schedule import Schedule
 from .base import SearchContext, Trial
-from .space import decision_key, measure_seed, order, stage_options, with_decision
+from .space import measure_seed, order, stage_options, with_decision
 from .value import Completer, ValueFunction, prefix
 
 KIDS_PER_PASS = 72  # options per stage = this / stages, within [K_MIN, K_MAX]
@@ -165,7 +165,7 @@ def _pass(
             if v < best_v:
                 best, best_v = i, v
         # The guide's decision comes first when legal; outside the trust region it is the only choice.
-        follows = guide is not None and st in guide.stages and decision_key(opts[0]) == decision_key(guide.stages[st])
+        follows = guide is not None and st in guide.stages and opts[0] == guide.stages[st]
         if follows and best != 0:
             best, changed = (0, changed) if changed >= radius else (best, changed + 1)
         partial = kids[best]

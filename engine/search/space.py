@@ -14,7 +14,7 @@ import random
 from .. import sampler
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
-from ..schedule import COMPUTE_KINDS, STORE_KINDS, Schedule, ScheduleError, StageSchedule, validate
+from ..schedule import PLACEMENT_KINDS, Schedule, ScheduleError, StageSchedule, validate
 from .base import SearchContext
 
 
@@ -23,21 +23,15 @@ def order(p: Pipeline) -> list[str]:
     return sampler.decision_order(p)
 
 
-def _copy(ss: StageSchedule) -> StageSchedule:
-    return StageSchedule([dict(x) for x in ss.pure], [dict(x) for x in ss.update])
-
-
-def decision_key(ss: StageSchedule) -> str:
-    """A string identifying decision `ss`: equal for two StageSchedules with the same
-    directives in the same order, so strategies dedupe and compare decisions by it."""
-    return repr(ss.to_json())
+# A decision is a StageSchedule: an immutable value, equal for the same directives in the
+# same order and hashable, so strategies dedupe decisions in sets and share them freely.
 
 
 def is_prefix(partial: Schedule, guide: Schedule | None) -> bool:
     """Is every decision in `partial` the same as `guide`'s? Then `guide`'s decisions of the
     remaining stages are legal there (the whole guide schedule is), even where the sampler's
     stricter rules would not have proposed them (e.g. the heuristic's round-up tails)."""
-    return guide is not None and all(decision_key(v) == decision_key(guide.of(k)) for k, v in partial.stages.items())
+    return guide is not None and all(v == guide.of(k) for k, v in partial.stages.items())
 
 
 def follows_guide(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> bool:
@@ -48,15 +42,15 @@ def follows_guide(p: Pipeline, partial: Schedule, name: str, guide: Schedule | N
     if guide is None:
         return False
     down = [c for c in p.downstream(name) if c in p.stage_map]
-    return all(c in partial.stages and decision_key(partial.stages[c]) == decision_key(guide.of(c)) for c in down)
+    return all(c in partial.stages and partial.stages[c] == guide.of(c) for c in down)
 
 
 def guide_decision(p: Pipeline, partial: Schedule, name: str, guide: Schedule | None) -> StageSchedule | None:
-    """A copy of `guide`'s decision of stage `name` if it is legal after `partial`'s decisions
+    """`guide`'s decision of stage `name` if it is legal after `partial`'s decisions
     (`partial` follows the guide, or the decision passes the sampler's checks), else None."""
     g = guide.stages.get(name) if guide is not None else None
     if g is not None and (follows_guide(p, partial, name, guide) or is_prefix(partial, guide) or sampler.still_legal(p, partial, name, g)):
-        return _copy(g)
+        return g
     return None
 
 
@@ -68,18 +62,18 @@ def stage_options(
     guide or the decision passes the sampler's checks, then random ones from the sampler.
     Deterministic given `rng`'s state."""
     out: list[StageSchedule] = []
-    keys: set[str] = set()
+    keys: set[StageSchedule] = set()
     g = guide_decision(p, partial, name, guide) if k > 0 else None
     if g is not None:
         out.append(g)
-        keys.add(decision_key(g))
+        keys.add(g)
     for _ in range(4 * k):
         if len(out) >= k:
             break
         ss = sampler.decide(p, partial, name, rng)
-        if decision_key(ss) not in keys:
+        if ss not in keys:
             out.append(ss)
-            keys.add(decision_key(ss))
+            keys.add(ss)
     return out
 
 
@@ -90,7 +84,7 @@ def options_at(p: Pipeline, partial: Schedule, name: str, rng: random.Random, k:
     legal = sampler.locations(p, partial, name)
     places = [loc for loc in dict.fromkeys(locs) if loc in legal]
     out: list[StageSchedule] = []
-    keys: set[str] = set()
+    keys: set[StageSchedule] = set()
     for i, loc in enumerate(places):
         if loc[0] == "inline":
             cands = [StageSchedule(sampler.location_directives(loc))]
@@ -101,12 +95,12 @@ def options_at(p: Pipeline, partial: Schedule, name: str, rng: random.Random, k:
             for _ in range(3 * want):
                 lp = sampler.sample_loops(p, name, extents, loc[0] == "at", guard, rng)
                 cands.append(StageSchedule(sampler.location_directives(loc) + lp.pure, lp.update))
-                if len({decision_key(c) for c in cands}) >= want:
+                if len(set(cands)) >= want:
                     break
         for c in cands:
-            if decision_key(c) not in keys and len(out) < k:
+            if c not in keys and len(out) < k:
                 out.append(c)
-                keys.add(decision_key(c))
+                keys.add(c)
     return out
 
 
@@ -122,8 +116,8 @@ def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule,
         if not same:
             return None
         loc = rng.choice(same)
-    keep = [dict(d) for d in ref.pure if d["kind"] not in COMPUTE_KINDS + STORE_KINDS]
-    cand = StageSchedule(sampler.location_directives(loc) + keep, [dict(d) for d in ref.update])
+    keep = tuple(d for d in ref.pure if d.kind not in PLACEMENT_KINDS)
+    cand = StageSchedule(sampler.location_directives(loc) + keep, ref.update)
     if sampler.still_legal(p, partial, name, cand):
         return cand
     found = options_at(p, partial, name, rng, 1, [loc])
@@ -132,9 +126,7 @@ def near_decision(p: Pipeline, partial: Schedule, name: str, ref: StageSchedule,
 
 def with_decision(partial: Schedule, name: str, ss: StageSchedule) -> Schedule:
     """A copy of `partial` with stage `name` decided as `ss`."""
-    out = Schedule({k: _copy(v) for k, v in partial.stages.items()}, name=partial.name)
-    out.stages[name] = _copy(ss)
-    return out
+    return partial.with_stage(name, ss)
 
 
 def complete(
@@ -145,7 +137,7 @@ def complete(
     stage ignores the guide with that probability (a noisy rollout around the guide). A guide
     decision made illegal by a changed consumer is repaired (`near_decision`) rather than
     replaced by a random one: the completion stays the guide's policy."""
-    out = Schedule({k: _copy(v) for k, v in partial.stages.items()}, name=name)
+    out = partial.copy(name)
     for st in order(p):
         if st not in out.stages:
             g = None if explore > 0 and rng.random() < explore else guide

@@ -30,9 +30,9 @@ import numpy as np
 from .. import features as F
 from ..ir import Pipeline
 from ..loopnest import build
-from ..schedule import Schedule
+from ..schedule import Schedule, StageSchedule
 from .base import SearchContext, Trial
-from .space import complete, decision_key, order
+from .space import complete, order
 
 RIDGE = 0.5  # L2 penalty (standardized features, mean loss): few, noisy targets; stay near the model
 MIN_SAMPLES = 8  # no correction before this many training states
@@ -40,13 +40,16 @@ MAX_CORRECTION = 0.7  # |g| in log units (a factor of 2): V never strays far fro
 MEASURED_WEIGHT = 3.0  # states with a measured completion count this many times
 
 
-def prefix(p: Pipeline, s: Schedule) -> tuple[str, ...]:
+Prefix = tuple[StageSchedule, ...]  # a state: the decisions made so far, in order(p)
+
+
+def prefix(p: Pipeline, s: Schedule) -> Prefix:
     """The state key of `s`: its decisions in `order(p)`, up to the first undecided stage."""
-    out: list[str] = []
+    out: list[StageSchedule] = []
     for st in order(p):
         if st not in s.stages:
             break
-        out.append(decision_key(s.stages[st]))
+        out.append(s.stages[st])
     return tuple(out)
 
 
@@ -57,7 +60,7 @@ class Completer:
 
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
-        self._memo: dict[tuple[tuple[str, ...], str], Schedule] = {}
+        self._memo: dict[tuple[Prefix, str], Schedule] = {}
 
     def complete(self, partial: Schedule, guide: Schedule | None) -> Schedule:
         key = (prefix(self.ctx.p, partial), guide.content_hash() if guide is not None else "")
@@ -83,7 +86,7 @@ class ValueFunction:
     def __init__(self, p: Pipeline) -> None:
         self.p = p
         self.order = order(p)
-        self.states: dict[tuple[str, ...], StateRecord] = {}
+        self.states: dict[Prefix, StateRecord] = {}
         self._w: np.ndarray | None = None
         self._mu = self._sd = np.zeros(0)
         self._b = 0.0
@@ -110,13 +113,13 @@ class ValueFunction:
         return math.log(base_ms) + self.correction(x) if base_ms > 0 and math.isfinite(base_ms) else math.inf
 
     # --- training data ----------------------------------------------------------------------
-    def add_state(self, key: tuple[str, ...], x: np.ndarray, base: Schedule, base_ms: float) -> None:
+    def add_state(self, key: Prefix, x: np.ndarray, base: Schedule, base_ms: float) -> None:
         """Record a training state and its guide completion (a later pass overwrites it: its
         values are under the newer model)."""
         if base_ms > 0 and math.isfinite(base_ms):
             self.states[key] = StateRecord(x, math.log(base_ms), {base.content_hash(): math.log(base_ms)})
 
-    def add_completion(self, s: Schedule, ms: float, only: tuple[str, ...] | None = None) -> None:
+    def add_completion(self, s: Schedule, ms: float, only: Prefix | None = None) -> None:
         """A completion `s` predicted at `ms` in this pass: it is known for every recorded state
         that it extends (or just for state `only`)."""
         if not (ms > 0 and math.isfinite(ms)):
@@ -126,7 +129,7 @@ class ValueFunction:
             if k in self.states:
                 self.states[k].known[s.content_hash()] = math.log(ms)
 
-    def _prefixes(self, s: Schedule) -> list[tuple[str, ...]]:
+    def _prefixes(self, s: Schedule) -> list[Prefix]:
         full = prefix(self.p, s)
         return [full[:d] for d in range(1, len(full) + 1)]
 
