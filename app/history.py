@@ -6,6 +6,7 @@ Adams2019) that speedups are quoted against. Views read it; only the main window
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -49,6 +50,7 @@ class Variant:
     predicted_ms: float | None
     measurement: Measurement | None = None
     invalid: str = ""  # why the schedule no longer applies to the pipeline (a project from an older version), else ""
+    raw: dict[str, Any] | None = None  # the saved JSON of a schedule that could not even be read (saved back as it was)
 
     @property
     def measured_ms(self) -> float | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import zoo
-from engine.ir import Pipeline, PipelineError
+from engine.ir import Pipeline, PipelineError, canonical_hash
 from engine.measure import Measurement
 from engine.schedule import Schedule, ScheduleError, default_schedule, validate
 
@@ -58,7 +58,13 @@ def snapshot(doc: Document, history: SessionHistory, notes: str) -> dict[str, An
         "spec_hash": doc.spec_hash(doc.schedule_spec) or doc.schedule_hash,
         "schedule": doc.schedule.to_json(),
         "variants": [
-            {"label": v.label, "spec": v.spec, "predicted_ms": v.predicted_ms, "schedule": v.schedule.to_json()} for v in history.variants
+            {
+                "label": v.label,
+                "spec": v.spec,
+                "predicted_ms": v.predicted_ms,
+                "schedule": v.raw if v.raw is not None else v.schedule.to_json(),
+            }
+            for v in history.variants
         ],
         "measurements": [m.to_json() for m in history.measurements.values()],
         "notes": notes,
@@ -125,7 +131,8 @@ def from_json(d: Any) -> Project:
         raise ProjectError(f"size: expected one of {', '.join(zoo.SIZES)}, got {_show(size)}")
     schedule_spec = _str(d.get("schedule_spec", "default"), "schedule_spec")
     spec_hash = _str(d.get("spec_hash", ""), "spec_hash")
-    sched = _schedule(_get(d, "schedule", "schedule"), "schedule")
+    sched_json = _object(_get(d, "schedule", "schedule"), "schedule")
+    sched, unreadable = _schedule_or_reason(sched_json, "schedule")
     variants = [_variant(v, f"variants[{k}]", k + 1) for k, v in enumerate(_list(d.get("variants", []), "variants"))]
     measurements = [_measurement(m, f"measurements[{k}]") for k, m in enumerate(_list(d.get("measurements", []), "measurements"))]
     notes = _str(d.get("notes", ""), "notes")
@@ -133,14 +140,15 @@ def from_json(d: Any) -> Project:
     reasons: dict[str, str] = {}
     for v in variants:
         if v.hash not in reasons:
-            reasons[v.hash] = _invalid_reason(p, v.schedule)
+            reasons[v.hash] = v.invalid or _invalid_reason(p, v.schedule)
         v.invalid = reasons[v.hash]
-    schedule_error = reasons.get(sched.content_hash())
+    key = sched.content_hash() if not unreadable else canonical_hash(sched_json)
+    schedule_error = unreadable or reasons.get(key)
     if schedule_error is None:
         schedule_error = _invalid_reason(p, sched)
     if schedule_error:
-        if sched.content_hash() not in reasons:  # kept as an invalid variant, so a save loses nothing
-            kept = Variant(len(variants) + 1, sched.content_hash(), sched, "saved schedule", schedule_spec, None)
+        if key not in reasons:  # kept as an invalid variant, so a save loses nothing
+            kept = Variant(len(variants) + 1, key, sched, "saved schedule", schedule_spec, None, raw=sched_json if unreadable else None)
             kept.invalid = schedule_error
             variants.append(kept)
         sched, schedule_spec, spec_hash = default_schedule(p), "default", ""
@@ -273,10 +281,12 @@ def _pipeline(v: Any) -> Pipeline:
         raise ProjectError(f"pipeline: cannot be read ({type(exc).__name__}: {exc})") from None
 
 
-def _schedule(v: Any, path: str) -> Schedule:
-    """A schedule read from the file, every directive well formed (one that is not even an
-    object is named by its path); whether it applies to the pipeline is `_invalid_reason`'s
-    question."""
+def _schedule_or_reason(v: Any, path: str) -> tuple[Schedule, str]:
+    """A schedule read from the file. A directive that is not even an object is a damaged
+    file (ProjectError naming its path); one that is an object but not a directive this
+    version reads (another version's) does not refuse the project: an empty stand-in and
+    the reason come back, and the caller keeps the JSON so that a save loses nothing.
+    Whether a readable schedule applies to the pipeline is `_invalid_reason`'s question."""
     obj = _object(v, path)
     stages = obj.get("stages")
     for name, sd in stages.items() if isinstance(stages, dict) else ():
@@ -285,18 +295,22 @@ def _schedule(v: Any, path: str) -> Schedule:
             for k, x in enumerate(directives if isinstance(directives, list) else ()):
                 _object(x, f"{path}.stages.{name}.{part}[{k}]")
     try:
-        return Schedule.from_json(obj)
+        return Schedule.from_json(obj), ""
     except ScheduleError as exc:
-        raise ProjectError(f"{path}: {exc}") from None
+        if not isinstance(stages, dict):
+            raise ProjectError(f"{path}: {exc}") from None
+        return Schedule(), str(exc)
 
 
 def _variant(v: Any, path: str, number: int) -> Variant:
     d = _object(v, path)
-    s = _schedule(_get(d, "schedule", f"{path}.schedule"), f"{path}.schedule")
+    obj = _object(_get(d, "schedule", f"{path}.schedule"), f"{path}.schedule")
+    s, unreadable = _schedule_or_reason(obj, f"{path}.schedule")
     pred = d.get("predicted_ms")
     return Variant(
-        number, s.content_hash(), s, _str(d.get("label", ""), f"{path}.label"), _str(d.get("spec", "default"), f"{path}.spec"),
-        None if pred is None else _number(pred, f"{path}.predicted_ms"),
+        number, canonical_hash(obj) if unreadable else s.content_hash(), s, _str(d.get("label", ""), f"{path}.label"),
+        _str(d.get("spec", "default"), f"{path}.spec"), None if pred is None else _number(pred, f"{path}.predicted_ms"),
+        invalid=unreadable, raw=obj if unreadable else None,
     )  # fmt: skip
 
 
