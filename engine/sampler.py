@@ -40,7 +40,7 @@ import numpy as np
 from . import expr as E
 from . import loopnest
 from . import loops as L
-from .features import affine
+from .expr import affine
 from .ir import Pipeline, Stage
 from .schedule import COMPUTE_ROOT, Directive, Kind, Schedule, StageSchedule, effective_consumers, final_loops, validate
 

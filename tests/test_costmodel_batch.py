@@ -16,9 +16,9 @@ import random
 import numpy as np
 import pytest
 
-from engine import features as F
 from engine import loopnest, zoo
 from engine.costmodel import SHIPPED, AnalyticModel, load_model
+from engine.costmodel import features as F
 from engine.costmodel.base import Prediction
 from engine.randpipe import random_pipeline
 from engine.sampler import mutate, sample_schedule

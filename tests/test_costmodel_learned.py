@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 
-from engine import features as F
 from engine.cli.costmodel import register, run
 from engine.costmodel import ENV_VAR, CostModel, Prediction, default_model
 from engine.costmodel import dataset as D
+from engine.costmodel import features as F
 from engine.costmodel.analytic import AnalyticModel
 from engine.costmodel.baselines import train_halide
 from engine.costmodel.evaluate import evaluate, kendall_tau, mape, metrics, pairwise_accuracy, topk_regret

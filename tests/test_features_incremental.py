@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from engine import expr as E
-from engine import features as F
 from engine import loopnest, zoo
+from engine.costmodel import features as F
 from engine.hand_schedules import hand_schedule
 from engine.ir import Dim, Input, Pipeline, Stage, access_box
 from engine.loopnest import LRU, IndexForm

@@ -9,7 +9,7 @@ two workloads are drawn before any timing, with one seed:
             what a search walks); the chain's start is predicted first, untimed
 
 and each model predicts them one `predict` at a time and with `predict_many` in batches of
-`batch`. Every round starts with the pipeline's caches empty (engine.features.clear_caches:
+`batch`. Every round starts with the pipeline's caches empty (engine.costmodel.features.clear_caches:
 loop-nest placements and regions, feature rows, the analytic terms, the trees' row scores)
 and they stay warm within the round; the median rate of the rounds is reported with the
 slowest and fastest. `features` is what the learned models spend before inference (loop
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import api, loopnest, zoo
-from .. import features as F
 from .. import halide_backend as HB
 from ..costmodel import CostModel, default_choice, model_by_name
+from ..costmodel import features as F
 from ..ir import Pipeline
 from ..measure import host_fingerprint
 from ..sampler import mutate, sample_schedule

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .. import features as F
+from . import features as F
 from .dataset import Sample
 from .gnn import MASKED, CostNet, GraphBatch, Normalizer, TorchCostModel, fit_net, load_torch, segment_logsumexp
 

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from .. import api, zoo
-from .. import features as F
 from ..database import Database
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
@@ -41,6 +40,7 @@ from ..measure import Runner, default_threads
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
+from . import features as F
 
 # Job options for dataset timings: short, few runs (the ranking matters more than the last
 # percent), no per-stage profile (it doubles the cost; the models train on totals).

@@ -2,7 +2,7 @@
 to model the performance of Deep Neural Networks") and the torch plumbing it shares with
 the Halide-style baseline (baselines.py).
 
-Each stage is a node with its feature row (engine/features.py); edges are producer ->
+Each stage is a node with its feature row (engine/costmodel/features.py); edges are producer ->
 consumer pairs with their own features. A few rounds of message passing run along the
 edges in both directions (a producer learns how it is consumed, a consumer what it
 reads), then a head gives each stage a log cost. The pipeline's predicted run time is
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .. import features as F
 from ..ir import Pipeline
+from . import features as F
 from .dataset import Sample
 from .files import ModelFileError, read_metadata, torch_archive, write_bytes, write_json
 from .targets import LearnedModel, clip_predictions, log_range, targets_of

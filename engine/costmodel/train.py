@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import features as F
 from ..database import Database
 from . import default_dir, load_model
+from . import features as F
 from .baselines import train_halide
 from .dataset import environments, load, split
 from .files import write_json

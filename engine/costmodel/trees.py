@@ -28,9 +28,9 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from .. import features as F
 from ..ir import Pipeline
 from ..loopnest import LRU, pipeline_cache
+from . import features as F
 from .dataset import Sample
 from .files import ModelFileError, lightgbm_text, read_metadata, write_bytes, write_json
 from .targets import LearnedModel, clip_predictions, log_range, targets_of

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import features as F
 from ..costmodel import CostModel, Prediction
+from ..costmodel import features as F
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
 from ..schedule import Schedule

@@ -9,7 +9,7 @@ V(state) estimates the log run time of the best schedule reachable from it. Here
 where base(state) is the cost model's prediction of the state completed by the guide policy
 (`space.complete`: the incumbent schedule's decisions where legal), and g is a ridge
 regression, fitted during the search, that corrects the guide policy's estimate: phi pools
-the per-stage features (engine/features.py) of the completed loop nest separately over the
+the per-stage features (engine/costmodel/features.py) of the completed loop nest separately over the
 decided and the undecided stages, plus the fraction decided. Its training targets are
 residuals r = log best(state) - log base(state), where best(state) is the best of the
 completions known for the state: the guide's, a few noisy rollouts around the guide, and
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import features as F
+from ..costmodel import features as F
 from ..ir import Pipeline
 from ..loopnest import build
 from ..schedule import Schedule, StageSchedule

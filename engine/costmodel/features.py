@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import expr as E
-from . import loopnest
-from .ir import BYTES_PER_ELEMENT, Pipeline, Stage
-from .loopnest import LRU, LoopNest, pipeline_cache
-from .schedule import STORE_ROOT
+from .. import expr as E
+from .. import loopnest
+from ..expr import affine
+from ..ir import BYTES_PER_ELEMENT, Pipeline, Stage
+from ..loopnest import LRU, LoopNest, pipeline_cache
+from ..schedule import STORE_ROOT
+from .analytic import AnalyticModel
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -176,10 +178,6 @@ def op_histogram(e: E.Expr, hist: dict[str, int]) -> str:
         hist["f_select"] = hist.get("f_select", 0) + 1
         return t
     raise TypeError(f"not an expression: {e!r}")
-
-
-# `e` as ({var: coefficient}, constant), or None when it is not affine (the sampler uses it too).
-affine = E.affine
 
 
 def _pattern(a: E.Access, s: Stage, offsets: dict[str, set]) -> str:
@@ -425,8 +423,6 @@ def clear_caches(p: Pipeline) -> None:
 
 def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
     """[n_stages, N_FEATURES] float32, one row per stage in `pipeline.stages` order."""
-    from .costmodel.analytic import AnalyticModel  # noqa: PLC0415  # (the cost-model package imports this module's users)
-
     p = nest.pipeline
     cache = _cache(p)
     # One core: the feature must not depend on the machine computing it.
