@@ -15,8 +15,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .frontends.nd_ops import TensorOps
 from .ir import Pipeline
+from .tensor_ops import TensorOps
 
 # Total FLOPs of the pipeline (its default schedule is serial and scalar: ~1 GFLOP/s). The
 # zoo at full size spans 5e7..1e10: training on medium and large too lets the learned

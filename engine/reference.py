@@ -125,7 +125,7 @@ def _gelu(x: np.ndarray, **_: Any) -> np.ndarray:
     return t.nn.functional.gelu(t.from_numpy(x)).numpy()
 
 
-# --- references of the N-d operators of imported models (engine/frontends/nd_ops.py) ------
+# --- references of the N-d operators of imported models (engine/tensor_ops.py) ------
 def _unary(a: np.ndarray, fn: str, **p: Any) -> np.ndarray:
     t = _torch()
     if fn in ("gelu", "gelu_tanh"):

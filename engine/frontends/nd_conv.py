@@ -10,7 +10,7 @@ from .. import expr as E
 from ..expr import Access, Var, clamp, cmp, select
 from ..ir import Dim, Stage
 from ..ops import FLOAT_LOWEST
-from .nd_ops import TensorOps, dims_of
+from ..tensor_ops import TensorOps, dims_of
 
 
 def check_window(

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..tensor_ops import axis_index, axis_indices
 from .common import Emitter, Unsupported, Value
 from .nd_conv import check_window
-from .nd_ops import axis_index, axis_indices
 
 
 @dataclass

@@ -1,9 +1,10 @@
-"""N-d operators for imported models, on top of the operator library (engine/ops.py).
+"""N-d operators, on top of the operator library (engine/ops.py): the tensor layer the
+importers (engine/frontends/) and the random pipelines (engine/randpipe.py) build with.
 
 `TensorOps` adds what ONNX and PyTorch graphs need beyond the zoo's operators: numpy
 broadcasting everywhere, reductions over any axes, softmax and layer norm over any axis,
 batched matmul, concat, padding modes, gathers as views (convolution and pooling are in
-nd_conv.py). Composite operators build their parts quietly and record one `OpRecord`
+engine/frontends/nd_conv.py). Composite operators build their parts quietly and record one `OpRecord`
 (engine/reference.py evaluates it with numpy/torch).
 """
 
@@ -16,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import expr as E
-from ..expr import Access, Var, clamp, cmp, select
-from ..ir import Dim, Stage
-from ..ops import FLOAT_LOWEST, Builder, broadcast_index, dim_names
+from . import expr as E
+from .expr import Access, Var, clamp, cmp, select
+from .ir import Dim, Stage
+from .ops import FLOAT_LOWEST, Builder, broadcast_index, dim_names
 
 FLOAT_MAX = -FLOAT_LOWEST
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
