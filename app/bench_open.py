@@ -28,7 +28,7 @@ def _one(model: str) -> dict[str, float]:
 
     import engine.frontends as F  # noqa: PLC0415
 
-    from .graph_panel import GraphPanel  # noqa: PLC0415
+    from .graph.panel import GraphPanel  # noqa: PLC0415
     from .main_window import MainWindow  # noqa: PLC0415
 
     spent = dict.fromkeys(("import", "graph"), 0.0)

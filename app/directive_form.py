@@ -26,7 +26,7 @@ from engine.ir import Pipeline
 from engine.loops import TAILS, Loop
 from engine.schedule import MARKER_KINDS, Directive, Kind, Schedule, final_loops
 
-from .edits import fresh_name
+from .model.edits import fresh_name
 
 # Kinds offered, in menu order, with a short explanation for the combo's tooltip.
 KINDS: dict[str, str] = {

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QApplication
 import engine
 from engine import api, zoo
 
-from .document import load_schedule
 from .main_window import MainWindow
+from .model.document import load_schedule
 
 DEFAULT_PIPELINE = "blur"  # open behind the start page when nothing is named
 MEASURE_WAIT_MS = 300_000  # --measure with --screenshot: the longest wait for the result

@@ -22,22 +22,23 @@ from PySide6.QtWidgets import (
 from engine import api
 from engine.measure import Measurement
 
-from . import chrome, project
+from . import chrome
 from .about import about_html, format_flop, versions  # noqa: F401  # re-exported for callers of this module
 from .code_view import CodeView, LoopNestView, SourcePane
-from .commands import RestoreVariant, UseSchedule
-from .document import BUILTIN_SCHEDULES, MODEL_SCHEDULES, MODEL_SUFFIX, NAMED_SCHEDULES, Document, is_model_spec, schedule_label
-from .graph_panel import GraphPanel
-from .history import SessionHistory
+from .graph.panel import GraphPanel
 from .import_report import ImportReportPanel
 from .measure_control import MeasureController
+from .model import project
+from .model.commands import RestoreVariant, UseSchedule
+from .model.document import BUILTIN_SCHEDULES, MODEL_SCHEDULES, MODEL_SUFFIX, NAMED_SCHEDULES, Document, is_model_spec, schedule_label
+from .model.history import SessionHistory
+from .model.project import SUFFIX
 from .panels import PipelinePanel, StagesPanel
 from .performance import PerformancePanel
-from .project import SUFFIX
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
-from .search_panel import SearchPanel
-from .start_page import StartPageController
+from .search.panel import SearchPanel
+from .start.page import StartPageController
 from .stmt import StmtLoader
 from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
@@ -161,7 +162,7 @@ class MainWindow(QMainWindow):
             view.setToolTip(note)
             self.source_panes[key] = pane
             self.tabs.addTab(pane, name)
-        # The workspace's tabs and the start page take turns in the middle (start_page.py).
+        # The workspace's tabs and the start page take turns in the middle (app/start/page.py).
         self.central = QStackedWidget()
         self.central.addWidget(self.tabs)
         self.setCentralWidget(self.central)

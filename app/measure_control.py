@@ -8,8 +8,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from engine.measure import Measurement
 
-from .document import Document
-from .history import SessionHistory
+from .model.document import Document
+from .model.history import SessionHistory
 from .workers import MeasureRequest, MeasureService
 
 AUTO_MEASURE_MS = 800

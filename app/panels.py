@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine import zoo
 
-from .document import Document
+from .model.document import Document
 
 NAME_ROLE = Qt.ItemDataRole.UserRole
 DESCRIPTION_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -12,7 +12,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor, QPalette, QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
-from .history import PREDICTED_LABEL, Variant
+from .model.history import PREDICTED_LABEL, Variant
 
 NEUTRAL_COLOR = "#6d6d6d"
 PREDICTED_COLOR = QColor("#9bb7e0")  # light: an estimate
@@ -48,7 +48,7 @@ def swatch(color: QColor, text: str, filled: bool = True) -> str:
 class Chart(QStackedWidget):
     """A plot under a one-line legend, or a line saying why there is no plot. (The legend
     sits outside the plot so it never covers a bar or a point.) The base of the app's charts
-    (StageBars, HistoryPlot, search_views.SearchPlot)."""
+    (StageBars, HistoryPlot, search.views.SearchPlot)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSp
 from engine.costmodel import default_choice, short_label
 from engine.measure import Measurement, autoscheduler_key
 
-from .document import Document
-from .history import SessionHistory, predicted_label
+from .model.document import Document
+from .model.history import SessionHistory, predicted_label
 from .perf_charts import HistoryPlot, StageBars
 from .workers import MeasureRequest
 

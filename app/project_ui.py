@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QPlainTextEdit
 from engine import api
 from engine.schedule import ScheduleError
 
-from . import project
-from .history import Variant
-from .project import SUFFIX, ProjectError
+from .model import project
+from .model.history import Variant
+from .model.project import SUFFIX, ProjectError
 
 if TYPE_CHECKING:
     from .main_window import MainWindow

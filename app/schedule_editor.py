@@ -27,10 +27,10 @@ from PySide6.QtWidgets import (
 from engine.api import InputError
 from engine.schedule import ScheduleError, format_directive
 
-from . import edits
-from .commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
 from .directive_form import DirectiveForm
-from .document import Document
+from .model import edits
+from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
+from .model.document import Document
 
 ERROR_COLOR = "#c62828"
 MUTED = "color: palette(placeholder-text)"

@@ -10,8 +10,8 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app import edits
 from app.main_window import MainWindow
+from app.model import edits
 from engine import zoo
 from engine.schedule import ScheduleError, default_schedule, definition_loops, final_loops, validate
 

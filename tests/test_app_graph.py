@@ -11,12 +11,12 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QGraphicsScene
 from pytestqt.qtbot import QtBot
 
-from app.document import Document
-from app.graph_layout import assign_layers, layered_layout
-from app.graph_panel import GraphPanel
-from app.graph_view import NodeItem, heat_color, text_color_on
-from app.history import PREDICTED_LABEL, SessionHistory
+from app.graph.layout import assign_layers, layered_layout
+from app.graph.panel import GraphPanel
+from app.graph.view import NodeItem, heat_color, text_color_on
 from app.main_window import MainWindow
+from app.model.document import Document
+from app.model.history import PREDICTED_LABEL, SessionHistory
 from app.synthetic import synthetic_pipeline
 from engine import zoo
 from engine.measure import Measurement

@@ -13,12 +13,12 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.document import Document
-from app.graph_groups import AUTO_GROUP_STAGES, find_groups, label_of, visible_graph
-from app.graph_panel import GraphPanel
-from app.graph_view import GroupFrame, GroupItem
-from app.history import StageTimes
+from app.graph.groups import AUTO_GROUP_STAGES, find_groups, label_of, visible_graph
+from app.graph.panel import GraphPanel
+from app.graph.view import GroupFrame, GroupItem
 from app.main_window import MainWindow
+from app.model.document import Document
+from app.model.history import StageTimes
 from app.synthetic import synthetic_model
 from engine import zoo
 from engine.schedule import default_schedule

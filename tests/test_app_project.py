@@ -24,9 +24,9 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app import project
 from app.main_window import MainWindow
-from app.project import ProjectError
+from app.model import project
+from app.model.project import ProjectError
 from engine import zoo
 from engine.ir import Pipeline
 from engine.measure import Measurement

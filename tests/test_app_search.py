@@ -11,10 +11,10 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app import search_worker
 from app.main_window import MainWindow
-from app.search_controls import describe
-from app.search_panel import SearchPanel
+from app.search import worker as search_worker
+from app.search.controls import describe
+from app.search.panel import SearchPanel
 from engine import api
 from engine.search import STRATEGIES
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QListWidget
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from app.start_items import KEY_ROLE, WARN_ROLE
+from app.start.items import KEY_ROLE, WARN_ROLE
 from engine import zoo
 from engine.schedule import default_schedule
 

@@ -15,7 +15,7 @@ import app.main as app_main
 from app.main import run_app
 from app.main_window import SETTINGS_APP, SETTINGS_ORG, MainWindow
 from app.project_ui import RECENT_KEY
-from app.start_items import BODY_ROLE, KEY_ROLE, NOTE_ROLE, OPEN_ROLE, WARN_ROLE, sample_models
+from app.start.items import BODY_ROLE, KEY_ROLE, NOTE_ROLE, OPEN_ROLE, WARN_ROLE, sample_models
 from engine import zoo
 
 

@@ -15,8 +15,8 @@ and they stay warm within the round; the median rate of the rounds is reported w
 slowest and fastest. `features` is what the learned models spend before inference (loop
 nest with validation, then the feature arrays), one schedule at a time.
 
-Edit latency is what the app does when a schedule is edited (app/edits.py, then
-app/document.py's `_apply`), without Qt: the edit's validation and hash, the loop nest
+Edit latency is what the app does when a schedule is edited (app/model/edits.py, then
+app/model/document.py's `_apply`), without Qt: the edit's validation and hash, the loop nest
 (validated again), the schedule hash, the loop-nest text with its spans and the default
 model's prediction from that nest. Edits are one-stage mutations applied in sequence, the
 previous one predicted (the app shows it); median and 95th percentile over the edits.

@@ -18,7 +18,7 @@ from engine.ir import Pipeline, PipelineError, canonical_hash
 from engine.measure import Measurement
 from engine.schedule import Schedule, ScheduleError, default_schedule, validate
 
-from .code_view import atomic_write
+from ..code_view import atomic_write
 from .document import Document
 from .history import SessionHistory, Variant
 

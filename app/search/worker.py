@@ -28,7 +28,7 @@ from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
 from engine.search import Budget, Progress, SearchResult, run_search, runner_measure
 
-from .workers import MEASURE_OPTIONS
+from ..workers import MEASURE_OPTIONS
 
 ADAMS = "Adams2019"
 PROGRESS_INTERVAL_S = 0.2  # reports without a trial (prediction batches) are thinned to this

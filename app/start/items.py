@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
 from engine import zoo
 from engine.resources import MODELS_DIR
 
-from .graph_layout import layered_layout
-from .theme import is_dark
+from ..graph.layout import layered_layout
+from ..theme import is_dark
 
 WARN_COLOR = "#c62828"
 

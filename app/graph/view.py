@@ -1,10 +1,10 @@
 """The pipeline as a graph: inputs and stages as nodes left to right, producer -> consumer
 edges, each stage tinted by its share of the run time.
 
-The scene is built once per pipeline (the layout comes from graph_layout) and only
+The scene is built once per pipeline (the layout comes from layout.py) and only
 repainted afterwards: a schedule edit changes node texts and colours, never geometry.
-Nodes paint by level of detail and cache their pixels (graph_items.py), so a 500-stage
-graph pans and zooms smoothly. A large imported model opens grouped (graph_groups.py):
+Nodes paint by level of detail and cache their pixels (items.py), so a 500-stage
+graph pans and zooms smoothly. A large imported model opens grouped (groups.py):
 each layer is one node until it is expanded (double-click, context menu, or selecting a
 stage inside it); only expanding or collapsing lays the graph out again."""
 
@@ -18,8 +18,9 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QMen
 
 from engine.ir import Pipeline
 
-from .graph_groups import AUTO_GROUP_STAGES, Grouping, find_groups, visible_graph
-from .graph_items import (  # noqa: F401  # re-exported: the graph's look is imported from here
+from ..model.history import StageTimes
+from .groups import AUTO_GROUP_STAGES, Grouping, find_groups, visible_graph
+from .items import (  # noqa: F401  # re-exported: the graph's look is imported from here
     EDGE_HOT,
     HEAT_STOPS,
     INLINE_FILL,
@@ -38,11 +39,10 @@ from .graph_items import (  # noqa: F401  # re-exported: the graph's look is imp
     text_color_on,
     time_text,
 )
-from .graph_layout import Layout, layered_layout
-from .history import StageTimes
+from .layout import Layout, layered_layout
 
 MAX_ZOOM, MIN_ZOOM = 3.0, 0.02
-READABLE_ZOOM = 0.4  # names drawn enlarged from LOD 0.22, every line from 0.7 (graph_items.py)
+READABLE_ZOOM = 0.4  # names drawn enlarged from LOD 0.22, every line from 0.7 (items.py)
 
 
 class GraphView(QGraphicsView):

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QL
 
 from engine.search import STRATEGIES, Budget
 
-from .performance import NEUTRAL_COLOR
+from ..performance import NEUTRAL_COLOR
 
 MAX_LINE = 100  # a longer first sentence reads badly in one line: the module's summary is used instead
 

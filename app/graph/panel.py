@@ -15,9 +15,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .document import Document
-from .graph_view import HEAT_STOPS, INLINE_FILL, INPUT_BORDER, INPUT_FILL, GraphView
-from .history import StageTimes
+from ..model.document import Document
+from ..model.history import StageTimes
+from .view import HEAT_STOPS, INLINE_FILL, INPUT_BORDER, INPUT_FILL, GraphView
 
 
 class HeatLegend(QWidget):

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from engine.search import Trial
 
-from .perf_charts import ADAMS_COLOR, MEASURED_COLOR, PREDICTED_COLOR, Chart, log_ticks, swatch
-from .performance import ERROR_COLOR, OK_COLOR
+from ..perf_charts import ADAMS_COLOR, MEASURED_COLOR, PREDICTED_COLOR, Chart, log_ticks, swatch
+from ..performance import ERROR_COLOR, OK_COLOR
 
 CURRENT_COLOR = QColor("#e67e22")
 TRIAL_COLOR = QColor("#8c8c8c")  # each trial's own time: grey dots behind the best-so-far line

@@ -1,6 +1,6 @@
 """The open document: one pipeline, the schedule applied to it, and what is derived from
 both (the loop nest, the cost model's prediction). Views read it and redraw on `changed`;
-the schedule editor changes it only through undoable commands (app/commands.py), which
+the schedule editor changes it only through undoable commands (app/model/commands.py), which
 call `replace_schedule`, so no view keeps its own copy of the state."""
 
 from __future__ import annotations

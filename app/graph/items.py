@@ -1,6 +1,6 @@
 """The graph view's items: a stage or input node, a collapsed group of stages, the frame
 of an expanded group, and an edge. Nodes paint by level of detail (no text when zoomed far
-out) and cache their pixels (graph_view.py builds the scene from them)."""
+out) and cache their pixels (view.py builds the scene from them)."""
 
 from __future__ import annotations
 

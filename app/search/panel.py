@@ -1,5 +1,5 @@
 """The search panel: pick a strategy and budget, start / pause / cancel a schedule search
-that runs off the GUI thread (search_worker.py), watch the best-so-far times, and apply a
+that runs off the GUI thread (worker.py), watch the best-so-far times, and apply a
 measured candidate to the document as one undoable step. Strategies are listed from
 engine.search.STRATEGIES, so new ones appear without changes here."""
 
@@ -14,13 +14,13 @@ from engine.measure import Measurement, autoscheduler_of
 from engine.schedule import ScheduleError, validate
 from engine.search import STRATEGIES, Progress, SearchResult, Trial
 
-from .commands import ScheduleCommand
-from .document import Document
-from .history import SessionHistory
-from .performance import ERROR_COLOR, NEUTRAL_COLOR, OK_COLOR
-from .search_controls import SearchControls
-from .search_views import CandidateTable, SearchPlot, fmt_ms
-from .search_worker import ADAMS, SearchRequest, SearchService
+from ..model.commands import ScheduleCommand
+from ..model.document import Document
+from ..model.history import SessionHistory
+from ..performance import ERROR_COLOR, NEUTRAL_COLOR, OK_COLOR
+from .controls import SearchControls
+from .views import CandidateTable, SearchPlot, fmt_ms
+from .worker import ADAMS, SearchRequest, SearchService
 
 CURRENT_LABEL = "current schedule"
 IDLE_TEXT = "Idle. Pick a strategy and budget, then Start."

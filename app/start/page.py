@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
 
 from engine import zoo
 
-from .about import format_flop
-from .start_items import (
+from ..about import format_flop
+from .items import (
     BODY_ROLE,
     ELIDE_ROLE,
     KEY_ROLE,
@@ -49,7 +49,7 @@ from .start_items import (
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget, QToolBar
 
-    from .main_window import MainWindow
+    from ..main_window import MainWindow
 
 MUTED = "color: palette(placeholder-text)"
 
