@@ -1,27 +1,27 @@
 """Measurement off the GUI thread.
 
-`MeasureWorker` lives in a QThread and owns a long-lived engine Runner (a warm worker
-process) and the measurement Database; both are created lazily in that thread because a
-sqlite connection may only be used by the thread that opened it. `MeasureService` is the
-GUI-side handle: it queues requests (one runs at a time, so timings never compete for the
-cores), hands them to the worker one by one and re-emits the results.
+`MeasureService` is the GUI-side handle: it queues requests (one runs at a time, so
+timings never compete for the cores) and hands them one by one to its `Background`
+thread (app/background.py), which owns a long-lived engine Runner (a warm worker process)
+and the measurement Database; both are created lazily in that thread, because a sqlite
+connection may only be used by the thread that opened it, and closed there at shutdown.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from engine import api
 from engine.database import Database
 from engine.ir import Pipeline
 from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
+
+from .background import Background, Job, Outcome
 
 # What every app measurement asks for: a per-stage profile and a short timing window.
 MEASURE_OPTIONS: dict[str, Any] = {"profile": True, "min_time_s": 0.3}
@@ -45,35 +45,34 @@ class MeasureRequest:
         return self.schedule.content_hash()
 
 
-class MeasureWorker(QObject):
-    """Runs in the measurement thread; one request at a time, in arrival order."""
+NOT_STARTED = "cancelled before it started"
 
-    finished = Signal(object, object)  # MeasureRequest, Measurement
 
-    def __init__(self, cancel: threading.Event) -> None:
-        super().__init__()
-        self._cancel = cancel
+def _failed(req: MeasureRequest, error: str) -> Measurement:
+    """A measurement that did not happen, as the result panel shows it."""
+    p = req.pipeline
+    return Measurement(p.name, p.content_hash(), req.schedule_key, False, error=error, error_kind="error")
+
+
+class _Measurer:
+    """The measurement thread's state: one Runner and one Database, made by the first job and
+    closed by shutdown, both on that thread only."""
+
+    def __init__(self) -> None:
         self._runner: Runner | None = None
         self._db: Database | None = None
 
-    @Slot(object)
-    def measure(self, request: MeasureRequest) -> None:
-        try:
-            if self._runner is None:
-                self._runner = Runner()
-            if self._db is None:
-                self._db = Database()
-            options = dict(request.options) | ({"autoscheduler": request.autoscheduler} if request.autoscheduler else {})
-            # A cancel kills the running job's worker process (the Runner starts a new one).
-            m = api.measure(request.pipeline, request.schedule, self._runner, self._db, should_cancel=self._cancel.is_set, **options)
-        except Exception as exc:  # noqa: BLE001  # anything raised here must reach the panel, not kill the thread
-            p = request.pipeline
-            m = Measurement(p.name, p.content_hash(), request.schedule_key, False, error=f"{type(exc).__name__}: {exc}", error_kind="error")
-        self.finished.emit(request, m)
+    def measure(self, request: MeasureRequest, job: Job) -> Measurement:
+        if self._runner is None:
+            self._runner = Runner()
+        if self._db is None:
+            self._db = Database()
+        options = dict(request.options) | ({"autoscheduler": request.autoscheduler} if request.autoscheduler else {})
+        # A cancel kills the running job's worker process (the Runner starts a new one).
+        return api.measure(request.pipeline, request.schedule, self._runner, self._db, should_cancel=job.cancel.is_set, **options)
 
-    @Slot()
     def close(self) -> None:
-        """Stop the worker process and close the database, then end the thread's event loop."""
+        """Stop the worker process and close the database."""
         try:
             if self._runner is not None:
                 self._runner.close()
@@ -81,8 +80,6 @@ class MeasureWorker(QObject):
                 self._db.close()
         finally:
             self._runner = self._db = None
-            thread = QThread.currentThread()
-            thread.quit()
 
 
 class MeasureService(QObject):
@@ -92,24 +89,15 @@ class MeasureService(QObject):
     finished = Signal(object, object, bool)  # MeasureRequest, Measurement, cancelled
     busy_changed = Signal(bool)  # something is running or queued
 
-    _request = Signal(object)
-    _close = Signal()
-
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._cancel = threading.Event()
+        self._background = Background("measure", parent=self)
+        self._measurer = _Measurer()  # used on the background thread only
         self._running: MeasureRequest | None = None
+        self._job: Job | None = None  # the running request's job (its cancel flag)
         self._queue: list[MeasureRequest] = []
         self._next_id = 1
         self._closed = False
-        self._thread = QThread()  # no parent: its lifetime is ended explicitly by shutdown()
-        self._thread.setObjectName("schedule-explorer-measure")
-        self._worker = MeasureWorker(self._cancel)
-        self._worker.moveToThread(self._thread)
-        self._request.connect(self._worker.measure)
-        self._close.connect(self._worker.close)
-        self._worker.finished.connect(self._on_finished)
-        self._thread.start()
 
     @property
     def busy(self) -> bool:
@@ -117,8 +105,9 @@ class MeasureService(QObject):
 
     @property
     def running(self) -> bool:
-        """Whether the measurement thread is still alive (False after shutdown)."""
-        return self._thread.isRunning()
+        """Whether the measurement thread is alive (it starts with the first measurement and
+        ends at shutdown)."""
+        return self._background.alive
 
     @property
     def current(self) -> MeasureRequest | None:
@@ -149,8 +138,8 @@ class MeasureService(QObject):
         id the running one and everything queued."""
         removed = [r for r in self._queue if request_id is None or r.id == request_id]
         self._queue = [r for r in self._queue if r not in removed]
-        if self._running is not None and request_id in (None, self._running.id):
-            self._cancel.set()
+        if self._running is not None and self._job is not None and request_id in (None, self._running.id):
+            self._job.cancel.set()
         elif removed and not self.busy:
             self.busy_changed.emit(False)
         for req in removed:
@@ -164,35 +153,33 @@ class MeasureService(QObject):
         """Cancel what runs, close the runner and database in their thread, and join it.
         Idempotent; returns whether the thread ended within the timeout."""
         if self._closed:
-            return not self._thread.isRunning()
+            return not self.running
         self._closed = True
         self._queue.clear()
-        self._cancel.set()
-        self._close.emit()
-        ended = self._thread.wait(timeout_ms)
-        if not ended:
-            print("schedule-explorer: the measurement thread did not stop in time", file=sys.stderr)
-        return ended
+        # Cancels what runs; then the runner and database are closed on their own thread.
+        return self._background.shutdown(timeout_ms / 1000, finally_=self._measurer.close)
 
     def _dispatch(self) -> None:
         if self._running is not None or not self._queue or self._closed:
             return
-        self._running = self._queue.pop(0)
-        self._cancel.clear()  # the worker is idle: no job can see the flag change under it
-        self.started.emit(self._running)
-        self._request.emit(self._running)
+        req = self._running = self._queue.pop(0)
+        self.started.emit(req)
+        self._job = self._background.submit(lambda job: self._measurer.measure(req, job), lambda out: self._on_finished(req, out))
 
     def _emit_cancelled(self, req: MeasureRequest) -> None:
-        p = req.pipeline
-        m = Measurement(p.name, p.content_hash(), req.schedule_key, False, error="cancelled before it started", error_kind="error")
-        self.finished.emit(req, m, True)
+        self.finished.emit(req, _failed(req, NOT_STARTED), True)
 
-    @Slot(object, object)
-    def _on_finished(self, request: MeasureRequest, m: Measurement) -> None:
+    def _on_finished(self, request: MeasureRequest, out: Outcome) -> None:
         if self._closed or self._running is None or request.id != self._running.id:
             return
-        cancelled = self._cancel.is_set() and not m.ok
-        self._running = None
+        if out.error is not None:  # anything raised reaches the panel as a failed measurement
+            m = _failed(request, out.error_text)
+        elif out.value is None:  # cancelled before the thread picked it up
+            m = _failed(request, NOT_STARTED)
+        else:
+            m = out.value
+        cancelled = out.cancelled and not m.ok
+        self._running = self._job = None
         if not self._queue:
             self.busy_changed.emit(False)
         self.finished.emit(request, m, cancelled)

@@ -1,23 +1,24 @@
 """Schedule search off the GUI thread.
 
-`SearchWorker` lives in its own QThread and runs one `engine.search.run_search` at a time
-with its own Runner (a worker process separate from the MeasureService's, so a search and a
+`search_job` runs one `engine.search.run_search` on the service's `Background` thread
+(app/background.py) with its own Runner (a worker process separate from the MeasureService's, so a search and a
 measurement can coexist) and its own Database connection (sqlite connections belong to the
 thread that opened them); both are closed when the search ends. Before the search it
 measures the baselines the panel does not know yet (the schedule that was current, Halide's
-Adams2019). Progress reaches the GUI as plain records (engine.search.Progress / Trial)
-through queued signals. `SearchService` is the GUI-side handle: start, pause, cancel, shutdown.
+Adams2019). Progress reaches the GUI as plain records (engine.search.Progress / Trial, and
+`Baseline`) through the helper's queued signal. `SearchService` is the GUI-side handle:
+start, pause, cancel, shutdown.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from engine import api
 from engine.costmodel import CostModel, default_model
@@ -28,6 +29,7 @@ from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
 from engine.search import Budget, Progress, SearchResult, run_search, runner_measure
 
+from ..background import Background, Job, Outcome
 from ..workers import MEASURE_OPTIONS
 
 ADAMS = "Adams2019"
@@ -53,78 +55,70 @@ class SearchRequest:
     adams: bool = False  # measure Halide's Adams2019 before the search (cached results are instant)
 
 
-class SearchWorker(QObject):
-    """Runs in the search thread; one search at a time."""
+@dataclass(frozen=True)
+class Baseline:
+    """A reference measurement reported before (or beside) the search's trials."""
 
-    progress = Signal(int, object)  # request id, Progress
-    baseline = Signal(int, str, object)  # request id, "current" or an autoscheduler's name, Measurement
-    finished = Signal(int, object, str)  # request id, SearchResult (None on error), error text
+    key: str  # "current" or an autoscheduler's name
+    measurement: Measurement
 
-    def __init__(self, cancel: threading.Event, pause: threading.Event) -> None:
-        super().__init__()
-        self._cancel, self._pause = cancel, pause
-        self._last_report = 0.0
 
-    @Slot(object)
-    def run(self, req: SearchRequest) -> None:
-        runner: Runner | None = None
-        db: Database | None = None
-        result: SearchResult | None = None
-        error = ""
-        try:
-            runner = Runner()
-            db = Database()
-            self._baselines(req, runner, db)
-            model: CostModel = default_model()
-            result = run_search(
-                req.pipeline, req.strategy, req.budget, req.seed, model=model,
-                measure_fn=measure_function(runner, db, self._cancel.is_set),  # a cancel kills the running job's process at once
-                progress=lambda pr: self._report(req.id, pr), cancel=self._cancel, pause=self._pause,
-                confirm=False,  # the table shows each candidate's own measurement; Apply + Measure re-times one
-            )  # fmt: skip
-        except Exception as exc:  # noqa: BLE001  # a failing strategy must reach the panel, not kill the thread
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            if runner is not None:
-                runner.close()
-            if db is not None:
-                db.close()
-        self.finished.emit(req.id, result, error)
+def search_job(req: SearchRequest, pause: threading.Event, job: Job) -> SearchResult:
+    """Run on the search thread: the baselines, then the search; `job.cancel` stops both."""
+    cancel = job.cancel
+    runner = Runner()
+    db: Database | None = None
+    try:
+        db = Database()
+        _baselines(req, runner, db, job)
+        model: CostModel = default_model()
+        last_report = 0.0
 
-    def _baselines(self, req: SearchRequest, runner: Runner, db: Database) -> None:
-        p = req.pipeline
-        todo: list[tuple[str, Schedule | None, str | None]] = []
-        if req.current is not None:
-            todo.append(("current", req.current, None))
-        if req.adams:
-            todo.append((ADAMS, None, ADAMS))
-        for key, sched, auto in todo:
-            if self._cancel.is_set():
+        def report(pr: Progress) -> None:
+            # Strategies report after every prediction batch; the GUI needs every trial but not every batch.
+            nonlocal last_report
+            now = time.monotonic()
+            if pr.trial is None and now - last_report < PROGRESS_INTERVAL_S:
                 return
-            try:
-                m = api.measure(p, sched, runner, db, autoscheduler=auto, should_cancel=self._cancel.is_set, **MEASURE_OPTIONS)
-            except Exception as exc:  # noqa: BLE001  # a failed baseline is reported; the search still runs
-                m = Measurement(
-                    p.name, p.content_hash(), autoscheduler_key(auto) if auto else "", False, error=str(exc), error_kind="error"
-                )
-            if not self._cancel.is_set():  # a cancelled job's "error" is not a result
-                self.baseline.emit(req.id, key, m)
-        # Other autoschedulers' results already stored (e.g. by `bench core`) are shown too, never run here.
-        for name in AUTOSCHEDULERS:
-            if name != ADAMS or not req.adams:
-                hit = api.stored_measurement(p, db, autoscheduler_key(name), runner.threads)
-                if hit is not None and hit.ok and hit.verified:
-                    self.baseline.emit(req.id, name, hit)
+            if pr.trial is not None and cancel.is_set() and not pr.trial.verified:
+                return  # the job the cancel killed: not a failed candidate
+            last_report = now
+            job.report(pr)
 
-    def _report(self, request_id: int, pr: Progress) -> None:
-        # Strategies report after every prediction batch; the GUI needs every trial but not every batch.
-        now = time.monotonic()
-        if pr.trial is None and now - self._last_report < PROGRESS_INTERVAL_S:
+        return run_search(
+            req.pipeline, req.strategy, req.budget, req.seed, model=model,
+            measure_fn=measure_function(runner, db, cancel.is_set),  # a cancel kills the running job's process at once
+            progress=report, cancel=cancel, pause=pause,
+            confirm=False,  # the table shows each candidate's own measurement; Apply + Measure re-times one
+        )  # fmt: skip
+    finally:
+        runner.close()
+        if db is not None:
+            db.close()
+
+
+def _baselines(req: SearchRequest, runner: Runner, db: Database, job: Job) -> None:
+    p, cancel = req.pipeline, job.cancel
+    todo: list[tuple[str, Schedule | None, str | None]] = []
+    if req.current is not None:
+        todo.append(("current", req.current, None))
+    if req.adams:
+        todo.append((ADAMS, None, ADAMS))
+    for key, sched, auto in todo:
+        if cancel.is_set():
             return
-        if pr.trial is not None and self._cancel.is_set() and not pr.trial.verified:
-            return  # the job the cancel killed: not a failed candidate
-        self._last_report = now
-        self.progress.emit(request_id, pr)
+        try:
+            m = api.measure(p, sched, runner, db, autoscheduler=auto, should_cancel=cancel.is_set, **MEASURE_OPTIONS)
+        except Exception as exc:  # noqa: BLE001  # a failed baseline is reported; the search still runs
+            m = Measurement(p.name, p.content_hash(), autoscheduler_key(auto) if auto else "", False, error=str(exc), error_kind="error")
+        if not cancel.is_set():  # a cancelled job's "error" is not a result
+            job.report(Baseline(key, m))
+    # Other autoschedulers' results already stored (e.g. by `bench core`) are shown too, never run here.
+    for name in AUTOSCHEDULERS:
+        if name != ADAMS or not req.adams:
+            hit = api.stored_measurement(p, db, autoscheduler_key(name), runner.threads)
+            if hit is not None and hit.ok and hit.verified:
+                job.report(Baseline(name, hit))
 
 
 class SearchService(QObject):
@@ -136,13 +130,11 @@ class SearchService(QObject):
     finished = Signal(object, str)  # SearchResult or None, error text ("" when it ran)
     busy_changed = Signal(bool)
 
-    _run = Signal(object)
-
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._cancel, self._pause = threading.Event(), threading.Event()
-        self._thread: QThread | None = None
-        self._worker: SearchWorker | None = None
+        self._pause = threading.Event()
+        self._background = Background("search", parent=self)  # its thread starts with the first search
+        self._job: Job | None = None  # the running search's job (its cancel flag)
         self.current: SearchRequest | None = None
         self._next_id = 1
         self._closed = False
@@ -157,7 +149,7 @@ class SearchService(QObject):
 
     @property
     def thread_running(self) -> bool:
-        return self._thread is not None and self._thread.isRunning()
+        return self._background.alive
 
     def start(
         self, p: Pipeline, strategy: str, budget: Budget, seed: int, current: Schedule | None = None, adams: bool = False
@@ -166,26 +158,18 @@ class SearchService(QObject):
             raise RuntimeError("the search service is shut down")
         if self.busy:
             raise RuntimeError("a search is already running")
-        if self._thread is None:
-            self._thread = QThread()  # no parent: shutdown() ends it explicitly
-            self._thread.setObjectName("schedule-explorer-search")
-            self._worker = SearchWorker(self._cancel, self._pause)
-            self._worker.moveToThread(self._thread)
-            self._run.connect(self._worker.run)
-            self._worker.progress.connect(self._on_progress)
-            self._worker.baseline.connect(self._on_baseline)
-            self._worker.finished.connect(self._on_finished)
-            self._thread.start()
         # Snapshots: the document may be edited while the search runs.
         snap = current.copy() if current is not None else None
         req = SearchRequest(self._next_id, p, strategy, Budget(budget.trials, budget.wall_s), seed, snap, adams)
         self._next_id += 1
-        self._cancel.clear()  # the worker is idle: no search can see the flags change under it
-        self._pause.clear()
+        self._pause.clear()  # the thread is idle: no search can see the flag change under it
         self.current = req
         self.busy_changed.emit(True)
         self.started.emit(req)
-        self._run.emit(req)
+        pause = self._pause
+        self._job = self._background.submit(
+            lambda job: search_job(req, pause, job), lambda out: self._on_finished(req, out), lambda rec: self._on_progress(req, rec)
+        )
         return req
 
     def set_paused(self, on: bool) -> None:
@@ -197,41 +181,31 @@ class SearchService(QObject):
 
     def cancel(self) -> None:
         """Stop the search; the running measurement's worker process is killed."""
-        if self.busy:
-            self._cancel.set()
+        if self.busy and self._job is not None:
+            self._job.cancel.set()
 
     def shutdown(self, timeout_ms: int = 30_000) -> bool:
         """Cancel what runs and join the thread. Idempotent; whether it ended in time."""
         if self._closed:
             return not self.thread_running
         self._closed = True
-        self._cancel.set()
-        if self._thread is None:
-            return True
-        self._thread.quit()  # the event loop ends once the running search returns
-        ended = self._thread.wait(timeout_ms)
-        if not ended:
-            print("schedule-explorer: the search thread did not stop in time", file=sys.stderr)
-        return ended
+        return self._background.shutdown(timeout_ms / 1000)  # cancels the running search, joins once it returns
 
-    def _mine(self, request_id: int) -> bool:
-        return not self._closed and self.current is not None and self.current.id == request_id
+    def _mine(self, req: SearchRequest) -> bool:
+        return not self._closed and self.current is not None and self.current.id == req.id
 
-    @Slot(int, object)
-    def _on_progress(self, request_id: int, pr: Progress) -> None:
-        if self._mine(request_id):
-            self.progress.emit(pr)
-
-    @Slot(int, str, object)
-    def _on_baseline(self, request_id: int, key: str, m: Measurement) -> None:
-        if self._mine(request_id):
-            self.baseline.emit(key, m)
-
-    @Slot(int, object, str)
-    def _on_finished(self, request_id: int, result: SearchResult | None, error: str) -> None:
-        if not self._mine(request_id):
+    def _on_progress(self, req: SearchRequest, record: Any) -> None:
+        if not self._mine(req):
             return
-        self.current = None
+        if isinstance(record, Baseline):
+            self.baseline.emit(record.key, record.measurement)
+        else:
+            self.progress.emit(record)
+
+    def _on_finished(self, req: SearchRequest, out: Outcome) -> None:
+        if not self._mine(req):
+            return
+        self.current = self._job = None
         self._pause.clear()
         self.busy_changed.emit(False)
-        self.finished.emit(result, error)
+        self.finished.emit(out.value if out.error is None else None, out.error_text)
