@@ -6,7 +6,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS  ?=
 
-.PHONY: run test lint wheel-check bench
+.PHONY: run test test-fast lint wheel-check bench
 
 $(STAMP): pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -19,6 +19,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy engine && $(VENV)/bin/mypy app

@@ -16,6 +16,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pytest  # noqa: E402
 
+# tests/engine/... and tests/app/... mirror the packages they test; test modules' names are
+# unique across the tree (pytest imports them by basename).
+# Markers (declared in pyproject.toml), given by what a test module does, so that a new test
+# is marked by the module it joins: `gui` opens a Qt window, `halide` compiles with Halide or
+# starts worker processes, `slow` runs real searches, CLIs in subprocesses, benchmarks, the
+# wheel build or sweeps over every zoo pipeline. `make test-fast` runs `-m "not slow"`.
+SLOW_MODULES = {
+    "test_bench_costmodel", "test_bench_fuzz", "test_bench_import", "test_calibration", "test_cli", "test_cli_errors",
+    "test_costmodel_batch", "test_costmodel_files", "test_costmodel_learned", "test_features_incremental", "test_heuristic",
+    "test_measure", "test_onnx_import", "test_peers", "test_reliability", "test_search_contract", "test_search_greedy",
+    "test_search_lamcts", "test_segments", "test_torch_import", "test_wheel",
+}  # fmt: skip
+SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
+    "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
+    "test_a_session_from_the_start_page_to_a_reopened_project", "test_fuzzed_projects_raise_only_project_error",
+    "test_search_runs_off_thread_fills_table_and_plot_and_applies_undoably", "test_auto_measure_is_debounced_and_measures_the_last_edit",
+    "test_queue_runs_one_at_a_time_and_drops_cancelled_requests",
+}  # fmt: skip
+PURE_PYTHON_MODULES = {
+    "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
+    "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        if module.startswith("test_app") or "qtbot" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gui)
+        if module not in PURE_PYTHON_MODULES:
+            item.add_marker(pytest.mark.halide)
+        if module in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_qsettings(tmp_path_factory: pytest.TempPathFactory) -> None:

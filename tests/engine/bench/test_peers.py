@@ -13,7 +13,7 @@ import pytest
 from engine import api, zoo
 from engine.bench.peers import measure_peers, time_callable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SMALL_CNN = ROOT / "resources" / "models" / "small_cnn.onnx"
 NATURAL = [
     "conv_relu",

@@ -27,7 +27,7 @@ from engine.randpipe import random_pipeline
 from engine.sampler import sample_schedule
 from engine.schedule import default_schedule
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

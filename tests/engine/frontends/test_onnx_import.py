@@ -17,7 +17,7 @@ from engine import reference as R
 from engine.frontends import ModelImportError, UnsupportedModelError, import_onnx
 from engine.schedule import default_schedule
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "resources" / "models"
 RNG = np.random.default_rng(0)
 

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine import zoo
 from engine.database import SCHEMA_VERSION, Database, DatabaseError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(args, env_db, *, env=None, **popen):

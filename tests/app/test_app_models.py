@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import SETTINGS_APP, SETTINGS_ORG, MainWindow
 from app.theme import THEME_KEY, is_dark, restore_native
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_CNN = ROOT / "resources" / "models" / "small_cnn.onnx"
 
 

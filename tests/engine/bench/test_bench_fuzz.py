@@ -14,7 +14,7 @@ from engine import zoo
 from engine.bench import fuzz as F
 from engine.schedule import default_schedule
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 N, SAMPLE = 300, 4
 
 

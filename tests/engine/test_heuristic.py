@@ -17,7 +17,7 @@ from engine.measure import Runner
 from engine.randpipe import random_pipeline
 from engine.schedule import validate
 
-MODELS = sorted((Path(__file__).resolve().parent.parent / "resources" / "models").glob("*.onnx"))
+MODELS = sorted((Path(__file__).resolve().parents[2] / "resources" / "models").glob("*.onnx"))
 VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}  # correctness here, timings in `bench models`
 
 # hand_schedule(p).content_hash() of every built-in pipeline at both sizes, recorded before

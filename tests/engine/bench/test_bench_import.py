@@ -12,7 +12,7 @@ from engine import cli
 from engine.frontends import import_onnx
 from engine.frontends.common import write_weights
 
-MODEL = Path(__file__).resolve().parent.parent / "resources" / "models" / "small_cnn.onnx"
+MODEL = Path(__file__).resolve().parents[3] / "resources" / "models" / "small_cnn.onnx"
 
 
 def test_bench_import_times_every_phase(tmp_path, capsys) -> None:

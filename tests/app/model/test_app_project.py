@@ -432,7 +432,7 @@ def test_a_killed_save_leaves_the_project_intact_and_its_temp_file_is_cleaned_up
         "import os, signal, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); from app.code_view import atomic_write; "
         "os.replace = lambda *_: os.kill(os.getpid(), signal.SIGKILL); atomic_write(Path(sys.argv[2]), 'half')"
     )
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[3])
     killed = subprocess.run([sys.executable, "-c", code, root, str(path)], capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
     (stray,) = [p for p in tmp_path.iterdir() if p.name != "p.sxproj"]

@@ -23,7 +23,7 @@ from engine.ir import Pipeline
 from engine.measure import Job, Runner
 from engine.schedule import Schedule, ScheduleError, to_source, validate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAST = {"min_time_s": 0.01, "min_runs": 2, "warmup": 1, "profile": False, "timeout_s": 120.0}
 
 
