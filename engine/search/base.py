@@ -31,6 +31,7 @@ from ..schedule import Schedule
 MeasureFn = Callable[..., Measurement]  # (pipeline, schedule[, timeout_s=...]) -> Measurement
 MAX_TIMEOUT_S = 30.0
 CONFIRM_WITHIN = 1.5  # confirm() re-measures candidates within this factor of the best
+PREDICT_CHUNK = 64  # schedules per predict_many call: cancel is checked between chunks
 
 
 class Cancelled(Exception):
@@ -180,26 +181,46 @@ class SearchContext:
 
     # --- model -----------------------------------------------------------------------------
     def predict(self, scheds: Sequence[Schedule]) -> list[float]:
-        """The model's predicted ms of each schedule (cached by schedule hash). A schedule
-        the loop-nest model cannot build (should not happen for sampled ones) gets +inf."""
+        """The model's predicted ms of each schedule (cached by schedule hash), the ones not
+        predicted yet in batches of PREDICT_CHUNK (one `predict_many` each; cancel and pause
+        are checked between them). A schedule the model cannot predict (should not happen
+        for sampled ones) gets +inf: a batch that raises is redone one schedule at a time, so
+        only the failing schedules get it."""
         self.check()
         t = time.perf_counter()
-        out: list[float] = []
+        todo: dict[str, Schedule] = {}
         for s in scheds:
             h = s.content_hash()
             self.seen.add(h)
             if h not in self.predicted:
-                try:  # no nest passed: models build it only on their own cache misses
-                    v = float(self.model.predict(self.p, s).total_ms)
-                except Exception:  # noqa: BLE001  # an unbuildable candidate is just a bad one
-                    v = math.inf
-                self.predicted[h] = v if math.isfinite(v) and v > 0 else math.inf
-                if self.best_predicted is None or self.predicted[h] < self.best_predicted:
-                    self.best_predicted = self.predicted[h]
-            out.append(self.predicted[h])
-        self.model_s += time.perf_counter() - t
+                todo.setdefault(h, s)
+        items = list(todo.items())
+        try:
+            for i in range(0, len(items), PREDICT_CHUNK):
+                if i:
+                    self.check()
+                chunk = items[i : i + PREDICT_CHUNK]
+                for (h, _), v in zip(chunk, self._predict_chunk([s for _, s in chunk]), strict=True):
+                    self.predicted[h] = v if math.isfinite(v) and v > 0 else math.inf
+                    if self.best_predicted is None or self.predicted[h] < self.best_predicted:
+                        self.best_predicted = self.predicted[h]
+        finally:
+            self.model_s += time.perf_counter() - t
         self._report(None)
-        return out
+        return [self.predicted[s.content_hash()] for s in scheds]
+
+    def _predict_chunk(self, scheds: list[Schedule]) -> list[float]:
+        """Predicted ms of each schedule: one batch, or one by one when the batch raises."""
+        try:  # no nests passed: models build them only on their own cache misses
+            return [float(pr.total_ms) for pr in self.model.predict_many(self.p, scheds)]
+        except Exception:  # noqa: BLE001  # an unbuildable candidate is just a bad one: find which
+            out = []
+            for s in scheds:
+                try:
+                    out.append(float(self.model.predict(self.p, s).total_ms))
+                except Exception:  # noqa: BLE001
+                    out.append(math.inf)
+            return out
 
     def charge_model_time(self, seconds: float) -> None:
         """Count time a strategy spent on its own models (value function, partitions)."""

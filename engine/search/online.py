@@ -84,10 +84,26 @@ class OnlineCorrected:
         return self._correction(h, nest)
 
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        h, pr, nest = self._base(p, s, nest)
-        f = math.exp(self._correction(h, nest))
-        return Prediction(self.name, pr.total_ms * f, {k: v * f for k, v in pr.stages.items()})
+        return self._corrected(*self._base(p, s, nest))
 
     def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
-        """One at a time for now: each base prediction is cached with its nest (batching the base's is issue 12 item 4)."""
-        return [self.predict(p, s, n) for s, n in zip(schedules, nests or [None] * len(schedules), strict=True)]
+        """`predict` of each schedule, with one `predict_many` of the base model for the ones
+        not cached (each schedule's correction is then applied as `predict` applies it)."""
+        if nests is not None and len(nests) != len(schedules):
+            raise ValueError(f"{len(nests)} loop nests for {len(schedules)} schedules of {p.name}")
+        given = nests or [None] * len(schedules)
+        hashes = [s.content_hash() for s in schedules]
+        miss: dict[str, tuple[Schedule, LoopNest]] = {}  # hash -> (schedule, nest), first occurrence
+        for h, s, n in zip(hashes, schedules, given):
+            if h not in self._cache and h not in miss:
+                miss[h] = (s, n or build(p, s))
+        if miss:
+            todo = list(miss.values())
+            preds = self.base.predict_many(p, [s for s, _ in todo], [n for _, n in todo])
+            for h, (_, n), pr in zip(miss, todo, preds, strict=True):
+                self._cache[h] = (pr, n)
+        return [self._corrected(h, *self._cache[h]) for h in hashes]
+
+    def _corrected(self, h: str, pr: Prediction, nest: LoopNest) -> Prediction:
+        f = math.exp(self._correction(h, nest))
+        return Prediction(self.name, pr.total_ms * f, {k: v * f for k, v in pr.stages.items()})

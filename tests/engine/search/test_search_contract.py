@@ -35,11 +35,12 @@ class ValidatingModel(AnalyticModel):
         super().__init__()
         self.seen: set[str] = set()
 
-    def predict(self, p, s, nest=None):
-        validate(p, s)
-        loopnest.build(p, s)
-        self.seen.add(s.content_hash())
-        return super().predict(p, s, nest)
+    def predict_many(self, p, schedules, nests=None):  # predict is its batch of one (BatchedModel)
+        for s in schedules:
+            validate(p, s)
+            loopnest.build(p, s)
+            self.seen.add(s.content_hash())
+        return super().predict_many(p, schedules, nests)
 
 
 def recording(measure_fn: Callable[[Pipeline, Schedule], Measurement]) -> tuple[Callable[..., Measurement], list[str]]:
