@@ -170,8 +170,10 @@ class IndexForm(NamedTuple):
         return (self.const[0] if self.const else None), (None if self.affine is None else (dict(self.affine[0]), self.affine[1]))
 
 
-def build(p: Pipeline, sched: Schedule) -> LoopNest:
-    ctx = _Nest(p, sched, True, None)
+def build(p: Pipeline, sched: Schedule, check: bool = True) -> LoopNest:
+    """The loop nest of `sched` on `p`, validated first (raises ScheduleError); `check=False`
+    skips validation, for a caller that has just validated the schedule itself."""
+    ctx = _Nest(p, sched, check, None)
     return LoopNest(p, sched, ctx.pl, ctx)
 
 

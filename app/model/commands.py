@@ -19,16 +19,19 @@ from .history import copy_schedule
 class ScheduleCommand(QUndoCommand):
     """Replace the document's schedule (and optionally its spec); undo puts the old one back."""
 
-    def __init__(self, doc: Document, after: Schedule, text: str, spec: str | None = None, stage: str | None = None) -> None:
+    def __init__(
+        self, doc: Document, after: Schedule, text: str, spec: str | None = None, stage: str | None = None, validated: bool = False
+    ) -> None:
         super().__init__(text)
         self.doc = doc
         self.stage = stage  # the stage edited, if one: the editor shows it after undo/redo
+        self.validated = validated  # `after` came from an edit (edits.py), which validated it against doc.pipeline
         self.before = copy_schedule(doc.schedule), doc.schedule_spec
         self.after = copy_schedule(after), spec or doc.schedule_spec
 
     def redo(self) -> None:
         sched, spec = self.after
-        self.doc.replace_schedule(copy_schedule(sched), spec, self.text())
+        self.doc.replace_schedule(copy_schedule(sched), spec, self.text(), validated=self.validated)
 
     def undo(self) -> None:
         sched, spec = self.before
@@ -43,14 +46,14 @@ class AddDirective(ScheduleCommand):
     def __init__(self, doc: Document, stage: str, update: bool, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.add(doc.pipeline, doc.schedule, stage, update, d)
-        super().__init__(doc, after, f"{_where(stage, update)}: add {format_directive(d)}", stage=stage)
+        super().__init__(doc, after, f"{_where(stage, update)}: add {format_directive(d)}", stage=stage, validated=True)
 
 
 class EditDirective(ScheduleCommand):
     def __init__(self, doc: Document, stage: str, update: bool, index: int, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.replace(doc.pipeline, doc.schedule, stage, update, index, d)
-        super().__init__(doc, after, f"{_where(stage, update)}: #{index} → {format_directive(d)}", stage=stage)
+        super().__init__(doc, after, f"{_where(stage, update)}: #{index} → {format_directive(d)}", stage=stage, validated=True)
 
 
 class RemoveDirective(ScheduleCommand):
@@ -58,7 +61,7 @@ class RemoveDirective(ScheduleCommand):
         assert doc.pipeline is not None
         old = edits.directives(doc.schedule, stage, update)[index]
         after = edits.remove(doc.pipeline, doc.schedule, stage, update, index)
-        super().__init__(doc, after, f"{_where(stage, update)}: remove {format_directive(old)}", stage=stage)
+        super().__init__(doc, after, f"{_where(stage, update)}: remove {format_directive(old)}", stage=stage, validated=True)
 
 
 class MoveDirective(ScheduleCommand):
@@ -67,7 +70,7 @@ class MoveDirective(ScheduleCommand):
         d = edits.directives(doc.schedule, stage, update)[index]
         after = edits.move(doc.pipeline, doc.schedule, stage, update, index, delta)
         word = "up" if delta < 0 else "down"
-        super().__init__(doc, after, f"{_where(stage, update)}: move {format_directive(d)} {word}", stage=stage)
+        super().__init__(doc, after, f"{_where(stage, update)}: move {format_directive(d)} {word}", stage=stage, validated=True)
 
 
 class QuickAction(ScheduleCommand):
@@ -75,7 +78,7 @@ class QuickAction(ScheduleCommand):
         assert doc.pipeline is not None
         label, _tip, fn = edits.QUICK_ACTIONS[action]
         after = fn(doc.pipeline, doc.schedule, stage, update)
-        super().__init__(doc, after, f"{_where(stage, update)}: {label.lower()}", stage=stage)
+        super().__init__(doc, after, f"{_where(stage, update)}: {label.lower()}", stage=stage, validated=True)
 
 
 class UseSchedule(ScheduleCommand):
