@@ -93,13 +93,19 @@ def test_save_and_reopen_a_session(qtbot: QtBot, window: MainWindow, tmp_path: P
     other.close()
 
 
-def test_save_is_atomic(window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _saved_then_edited(window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, bytes, list[str]]:
+    """A saved project, its bytes, then an unsaved edit; the warnings a failed save shows are collected."""
     path = tmp_path / "p.sxproj"
     assert window.projects.save_as(path)
     before = path.read_bytes()
     _edit_and_measure(window)
     warnings: list[str] = []
     monkeypatch.setattr(QMessageBox, "warning", lambda _parent, _title, text: warnings.append(text))
+    return path, before, warnings
+
+
+def test_save_is_atomic(window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, before, warnings = _saved_then_edited(window, tmp_path, monkeypatch)
 
     def fail(_src: str, _dst: str) -> None:
         raise OSError(28, "No space left on device")
@@ -397,12 +403,7 @@ def test_save_keeps_the_file_mode_and_a_new_file_gets_the_umask(window: MainWind
 
 
 def test_a_failure_mid_write_removes_the_temporary_file(window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "p.sxproj"
-    assert window.projects.save_as(path)
-    before = path.read_bytes()
-    _edit_and_measure(window)
-    warnings: list[str] = []
-    monkeypatch.setattr(QMessageBox, "warning", lambda _parent, _title, text: warnings.append(text))
+    path, before, warnings = _saved_then_edited(window, tmp_path, monkeypatch)
     written: list[str] = []
 
     def fail(fd: int) -> None:  # the data is written, the disk fails before it is safe
