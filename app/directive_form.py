@@ -8,6 +8,7 @@ from typing import Any
 
 import networkx as nx
 from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -61,11 +62,57 @@ ROWS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _spin(lo: int, hi: int, value: int) -> QSpinBox:
-    sb = QSpinBox()
-    sb.setRange(lo, hi)
-    sb.setValue(value)
-    return sb
+# The spin boxes' keys and the directive field each one fills.
+NUMBERS: dict[str, str] = {"factor": "factor", "xf": "xf", "yf": "yf", "mfactor": "factor"}
+
+
+class NumberBox(QSpinBox):
+    """A spin box that never replaces what the user typed. A plain QSpinBox reverts text it
+    cannot take (0 in a box from 1, '', 'abc') to its last value on focus-out, so clicking
+    Apply would silently apply that value; this one keeps the typed text on screen and
+    `entry()` returns it, so the form refuses it with a message instead."""
+
+    def __init__(self, lo: int, hi: int, value: int) -> None:
+        super().__init__()
+        self.setRange(lo, hi)
+        self.setValue(value)
+        self.typed: str | None = None  # the user's text while the box cannot take it
+        self.lineEdit().textEdited.connect(self._edited)
+        self.editingFinished.connect(self._keep_typed)
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        state, text, pos = super().validate(text, pos)
+        # Letters and out-of-range numbers stay in the field (not swallowed as keystrokes):
+        # Apply refuses them with a message.
+        return (QValidator.State.Intermediate if state == QValidator.State.Invalid else state), text, pos
+
+    def setValue(self, value: int) -> None:  # noqa: N802  # Qt override
+        self.typed = None
+        super().setValue(value)
+
+    def stepBy(self, steps: int) -> None:  # noqa: N802  # Qt override
+        self.typed = None  # the arrows (or a focused wheel) choose a legal value explicitly
+        super().stepBy(steps)
+
+    def entry(self) -> int | str:
+        """The whole number the user entered (possibly out of range), else the text typed."""
+        if self.typed is None:
+            return self.value()
+        try:
+            return int(self.typed.strip())
+        except ValueError:
+            return self.typed
+
+    @Slot(str)
+    def _edited(self, text: str) -> None:
+        acceptable = QSpinBox.validate(self, text, len(text))[0] == QValidator.State.Acceptable
+        self.typed = None if acceptable else text
+
+    @Slot()
+    def _keep_typed(self) -> None:
+        # Qt has just put the last value back; show what the user typed again.
+        if self.typed is not None and self.lineEdit().text() != self.typed:
+            self.lineEdit().setText(self.typed)
 
 
 def _loop_text(lp: Loop) -> str:
@@ -78,6 +125,7 @@ class DirectiveForm(QWidget):
     makes it a Directive (edits.parse) and decides whether it applies."""
 
     submitted = Signal(object)  # a dict; not Signal(dict): a QVariantMap would sort its keys
+    refused = Signal(str)  # a value the form cannot take (not a whole number, too large): why
     cancelled = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -106,9 +154,9 @@ class DirectiveForm(QWidget):
             if key in combos:
                 w: QWidget = QComboBox()
             elif key in ("factor", "xf", "yf"):
-                w = _spin(1, 1 << 20, 8)
+                w = NumberBox(1, 1 << 20, 8)
             elif key == "mfactor":
-                w = _spin(0, 1 << 20, 0)
+                w = NumberBox(0, 1 << 20, 0)
                 w.setSpecialValueText("none (whole loop)")
             elif key == "loops":
                 w = QListWidget()
@@ -154,9 +202,9 @@ class DirectiveForm(QWidget):
         assert isinstance(w, QLineEdit)
         return w
 
-    def spin(self, key: str) -> QSpinBox:
+    def spin(self, key: str) -> NumberBox:
         w = self.rows[key]
-        assert isinstance(w, QSpinBox)
+        assert isinstance(w, NumberBox)
         return w
 
     # --- context ----------------------------------------------------------------------
@@ -164,6 +212,8 @@ class DirectiveForm(QWidget):
         """The choices for a directive of `stage` that sees `loops`; compute and store
         directives only exist on the pure definition."""
         self.p, self.sched, self.stage, self.loops = p, sched, stage, loops
+        for key in NUMBERS:  # text a cancelled form could not take is not carried over
+            self.spin(key).setValue(self.spin(key).value())
         model = self.kind.model()
         for row in range(self.kind.count()):
             k = self.kind.itemData(row)
@@ -251,11 +301,11 @@ class DirectiveForm(QWidget):
         tail = self.combo("tail").currentData()
         if kind == "split":
             d |= {"loop": self.combo("loop").currentData(), "outer": self.edit("outer").text().strip()}
-            d |= {"inner": self.edit("inner").text().strip(), "factor": self.spin("factor").value()}
+            d |= {"inner": self.edit("inner").text().strip(), "factor": self.spin("factor").entry()}
         elif kind == "tile":
             d |= {"x": self.combo("x").currentData(), "y": self.combo("y").currentData()}
             d |= {k: self.edit(k).text().strip() for k in ("xo", "yo", "xi", "yi")}
-            d |= {"xf": self.spin("xf").value(), "yf": self.spin("yf").value()}
+            d |= {"xf": self.spin("xf").entry(), "yf": self.spin("yf").entry()}
         elif kind == "reorder":
             order = self.rows["loops"]
             assert isinstance(order, QListWidget)
@@ -269,17 +319,42 @@ class DirectiveForm(QWidget):
             d["fused"] = self.edit("fused").text().strip()
         elif kind in MARKERS:
             d["loop"] = self.combo("loop").currentData()
-            if self.spin("mfactor").value() > 0:
-                d["factor"] = self.spin("mfactor").value()
+            if self.spin("mfactor").entry() != 0:  # 0 shows as "none (whole loop)"
+                d["factor"] = self.spin("mfactor").entry()
         elif kind in ("compute_at", "store_at"):
             d |= {"consumer": self.combo("consumer").currentData(), "loop": self.combo("consumer_loop").currentData()}
         if tail and (kind in ("split", "tile") or "factor" in d):
             d["tail"] = tail
         return d
 
+    def refusal(self) -> str | None:
+        """Why a shown number cannot be used, or None. Whole numbers the box allows go on to
+        the engine, which judges them (a factor of 0 or -3 is refused there, with its message);
+        text that is not a whole number, or above the box's maximum, is refused here."""
+        shown = ROWS.get(self.kind.currentData(), ())
+        for key, name in NUMBERS.items():
+            box = self.spin(key)
+            if key not in shown:
+                continue
+            entry = box.entry()
+            if isinstance(entry, str):
+                why = f"{name} must be a whole number, got {entry!r}"
+            elif entry > box.maximum():
+                why = f"{name} must be at most {box.maximum()}, got {entry}"
+            else:
+                continue
+            box.setFocus()
+            box.selectAll()
+            return f"invalid schedule: stage '{self.stage}' {self.kind.currentData()}: {why}"
+        return None
+
     @Slot()
     def _submit(self) -> None:
-        self.submitted.emit(self.directive())
+        why = self.refusal()
+        if why is not None:
+            self.refused.emit(why)
+        else:
+            self.submitted.emit(self.directive())
 
     @Slot()
     def _show_rows(self) -> None:

@@ -31,6 +31,7 @@ from .directive_form import DirectiveForm
 from .model import edits
 from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
 from .model.document import Document
+from .wheel_guard import guard_wheel
 
 ERROR_COLOR = "#c62828"
 MUTED = "color: palette(placeholder-text)"
@@ -100,6 +101,8 @@ class ScheduleEditor(QWidget):
         box.addWidget(self.form)
         self.form_box.hide()
         self.form.submitted.connect(self._submit_form)
+        self.form.refused.connect(self.show_error)  # a number the form could not take
+        guard_wheel(self.form)  # this panel scrolls: the wheel must not change the form's values
         self.form.cancelled.connect(self.close_form)
         self.error = QLabel()
         self.error.setObjectName("editor_error")

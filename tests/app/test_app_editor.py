@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
@@ -225,3 +228,106 @@ def test_switching_schedule_and_restoring_a_variant_are_undoable(window: MainWin
     assert doc.schedule_spec == "hand" and not doc.edited
     window.undo_stack.undo()
     assert doc.schedule_hash == edited and doc.schedule_spec == "default"
+
+
+def _type_into(qtbot: QtBot, box: QWidget, text: str) -> None:
+    """Type as a user does: focus the field, select what is there, type over it."""
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    box.selectAll()
+    QTest.keyClick(box.lineEdit(), Qt.Key.Key_Delete)
+    QTest.keyClicks(box.lineEdit(), text)
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "typed", "message"),
+    [
+        ("split", "factor", "0", "factor must be positive, got 0"),  # the engine's own message
+        ("split", "factor", "-4", "factor must be positive, got -4"),
+        ("split", "factor", "abc", "factor must be a whole number, got 'abc'"),
+        ("split", "factor", "", "factor must be a whole number, got ''"),
+        ("split", "factor", "99999999", f"factor must be at most {1 << 20}, got 99999999"),
+        ("tile", "yf", "0", "yf must be positive, got 0"),
+        ("unroll", "mfactor", "-2", "factor must be positive, got -2"),
+        ("parallel", "mfactor", "x", "factor must be a whole number, got 'x'"),
+    ],
+)
+def test_a_typed_number_the_form_cannot_take_is_refused_not_replaced(
+    qtbot: QtBot, window: MainWindow, kind: str, key: str, typed: str, message: str
+) -> None:
+    """A plain QSpinBox puts its last value (8) back when focus leaves it, so Apply applied
+    factor 8 for a typed 0; the typed text stays and Apply is refused with a message."""
+    doc = window.doc
+    window.select_stage("blur_y")
+    window.editor.begin_add()
+    form = window.editor.form
+    form.set_kind(kind)
+    box = form.spin(key)
+    _type_into(qtbot, box, typed)
+    before = doc.schedule_hash
+    qtbot.mouseClick(form.apply_button, Qt.MouseButton.LeftButton)  # takes the focus, as a click does
+    assert not window.editor.error.isHidden()
+    assert message in window.editor.error.text() and "stage 'blur_y'" in window.editor.error.text()
+    assert doc.schedule_hash == before and window.undo_stack.count() == 0
+    assert box.text() == typed  # what the user typed is still there, not the old value
+    assert window.editor.form_box.isVisible()
+    # Choosing a legal value with the arrows applies it.
+    box.setValue(4)
+    qtbot.mouseClick(form.apply_button, Qt.MouseButton.LeftButton)
+    assert window.editor.error.isHidden(), window.editor.error.text()
+    assert window.undo_stack.count() == 1
+
+
+def test_typed_legal_numbers_apply_and_zero_marks_the_whole_loop(qtbot: QtBot, window: MainWindow) -> None:
+    window.select_stage("blur_y")
+    window.editor.begin_add()
+    form = window.editor.form
+    form.set_kind("split")
+    _type_into(qtbot, form.spin("factor"), "16")
+    qtbot.mouseClick(form.apply_button, Qt.MouseButton.LeftButton)
+    assert window.editor.error.isHidden(), window.editor.error.text()
+    assert window.doc.schedule.of("blur_y").pure[-1].factor == 16
+    window.editor.begin_add()
+    form.set_kind("vectorize")
+    form.combo("loop").setCurrentIndex(form.combo("loop").findData("xi"))
+    _type_into(qtbot, form.spin("mfactor"), "0")
+    form.apply_button.setFocus()  # focus leaves the box: it shows what 0 means
+    assert form.spin("mfactor").text() == "none (whole loop)"
+    assert "factor" not in form.directive()
+
+
+def test_the_wheel_changes_editor_fields_only_when_focused(qtbot: QtBot, window: MainWindow) -> None:
+    """Scrolling the editor panel over a combo box or spin box must not change it."""
+    window.select_stage("blur_y")
+    window.editor.begin_add()
+    form = window.editor.form
+    form.set_kind("split")
+    loop, factor = form.combo("loop"), form.spin("factor")
+    window.editor.list.setFocus()
+    qtbot.waitUntil(window.editor.list.hasFocus)
+
+    def wheel(w: QWidget) -> None:
+        pos = QPointF(w.rect().center())
+        event = QWheelEvent(
+            pos, QPointF(w.mapToGlobal(pos.toPoint())), QPoint(), QPoint(0, -120),
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False,
+        )  # fmt: skip
+        QApplication.sendEvent(w, event)
+
+    before = (loop.currentIndex(), factor.value(), form.kind.currentIndex())
+    for w in (loop, factor, form.kind):
+        wheel(w)
+    assert (loop.currentIndex(), factor.value(), form.kind.currentIndex()) == before
+    assert not loop.hasFocus()
+    for w in (loop, factor, form.kind):
+        assert w.focusPolicy() == Qt.FocusPolicy.StrongFocus  # a wheel turn does not focus it either
+    # Focused, the wheel works as usual (so the events above did reach the widgets).
+    loop.setCurrentIndex(0)
+    loop.setFocus()
+    qtbot.waitUntil(loop.hasFocus)
+    wheel(loop)
+    assert loop.currentIndex() == 1
+    factor.setFocus()
+    qtbot.waitUntil(factor.hasFocus)
+    wheel(factor)
+    assert factor.value() == 7
