@@ -167,15 +167,15 @@ class Directive:
         if update and kind in PLACEMENT_KINDS:
             raise L.LoopError(_IN_UPDATE.format(kind=kind))
         args = {k: v for k, v in obj.items() if k != "kind"}
-        _check_args(Kind(kind), args)
-        if "loops" in args:
-            args["loops"] = tuple(args["loops"])
-        return Directive(Kind(kind), **args)
+        if not args.keys() <= _FIELDS or None in args.values():  # what the constructor cannot see: say which
+            _check_args(Kind(kind), args)
+        return Directive(Kind(kind), **args)  # __post_init__ checks the arguments (once)
 
     def __repr__(self) -> str:
         return f"Directive({format_directive(self)})"
 
 
+_FIELDS = frozenset(f for f in Directive.__dataclass_fields__ if f != "kind")
 _IN_UPDATE = "{kind} places the whole stage: it belongs to the pure definition's list, not the update's"
 
 
