@@ -193,3 +193,8 @@ def output_dir(s: str) -> str:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{_shown(s)}: directory {str(existing)!r} is not writable")
     return s
+
+
+def split(names: str | None) -> list[str] | None:
+    """A comma list these types normalized (`names_in`) as names; None when not given."""
+    return [n for n in names.split(",") if n] if names else None

@@ -19,11 +19,6 @@ from . import args as A
 from .args import print_result
 
 
-def _split(names: str | None) -> list[str] | None:
-    """A normalized comma list (engine/cli/args.py) as names; None when not given."""
-    return [n for n in names.split(",") if n] if names else None
-
-
 # --- bench core -------------------------------------------------------------------------------
 def _core_parser(bsub: Any) -> None:
     bp = bsub.add_parser("core", help="default, hand and Halide's autoschedulers on every zoo pipeline")
@@ -44,9 +39,9 @@ def _core_parser(bsub: Any) -> None:
 def _core(args: argparse.Namespace) -> dict[str, Any]:
     from ..bench.core import bench_core  # noqa: PLC0415  # heavy, only for this command
 
-    autos = [] if args.autoschedulers == "none" else _split(args.autoschedulers) or []
+    autos = [] if args.autoschedulers == "none" else A.split(args.autoschedulers) or []
     return bench_core(
-        size=args.size, pipelines=_split(args.pipelines), autoschedulers=autos, repeats=args.repeats, min_time_s=args.min_time
+        size=args.size, pipelines=A.split(args.pipelines), autoschedulers=autos, repeats=args.repeats, min_time_s=args.min_time
     )
 
 
@@ -80,9 +75,9 @@ def _models_parser(bsub: Any) -> None:
 def _models(args: argparse.Namespace) -> dict[str, Any]:
     from ..bench.models import bench_models  # noqa: PLC0415
 
-    pipelines = zoo.names() if args.pipelines == "all" else _split(args.pipelines) or []
+    pipelines = zoo.names() if args.pipelines == "all" else A.split(args.pipelines) or []
     return bench_models(
-        models=_split(args.models), pipelines=pipelines, size=args.size, repeats=args.repeats, min_time_s=args.min_time,
+        models=A.split(args.models), pipelines=pipelines, size=args.size, repeats=args.repeats, min_time_s=args.min_time,
         threads=args.threads, search=None if args.search == "none" else args.search, search_budget_s=args.search_budget_s,
         search_trials=args.search_trials,
     )  # fmt: skip
@@ -155,7 +150,7 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
     from ..bench.search import bench_search  # noqa: PLC0415
 
     return bench_search(
-        pipelines=_split(args.pipelines), strategies=_split(args.strategies), size=args.size, budget_s=args.budget_s,
+        pipelines=A.split(args.pipelines), strategies=A.split(args.strategies), size=args.size, budget_s=args.budget_s,
         extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model, repeats=args.repeats, min_time_s=args.min_time,
     )  # fmt: skip
 
@@ -202,8 +197,8 @@ def _costmodel(args: argparse.Namespace) -> dict[str, Any]:
     from ..bench.costmodel import bench_costmodel  # noqa: PLC0415
 
     return bench_costmodel(
-        _split(args.models) or [], _split(args.pipelines), n=args.n, n_large=args.n_large, batch=args.batch, rounds=args.rounds,
-        latency=[] if args.latency == "none" else _split(args.latency) or [], seed=args.seed,
+        A.split(args.models) or [], A.split(args.pipelines), n=args.n, n_large=args.n_large, batch=args.batch, rounds=args.rounds,
+        latency=[] if args.latency == "none" else A.split(args.latency) or [], seed=args.seed,
     )  # fmt: skip
 
 

@@ -120,7 +120,7 @@ def _train(args: argparse.Namespace) -> int:
     from ..costmodel.train import train_all  # noqa: PLC0415
 
     res = train_all(
-        _db(args), args.out, models=[m.strip() for m in args.models.split(",") if m.strip()], epochs=args.epochs, batch=args.batch,
+        _db(args), args.out, models=A.split(args.models) or [], epochs=args.epochs, batch=args.batch,
         rounds=args.rounds, target=args.target, rank_weight=args.rank_weight, holdout_pipelines=args.holdout_pipelines,
         holdout_schedules=args.holdout_schedules, seed=args.seed, threads=args.threads, log=_err,
     )  # fmt: skip
@@ -157,10 +157,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     d = _models_dir(args)
     threads = args.threads or default_threads()
     models = {"analytic": AnalyticModel(cores=threads), **load_models(d)}
-    names = [n.strip() for n in args.pipelines.split(",")] if args.pipelines else zoo.names()
-    unknown = [n for n in names if n not in zoo.ZOO]
-    if unknown:
-        raise ValueError(f"unknown zoo pipelines {unknown} (choose from {', '.join(zoo.names())})")
+    names = A.split(args.pipelines) or zoo.names()  # checked against the zoo by the option's type
     with Database(args.db or default_path()) as db, Runner(threads) as runner:
         res = calibrate(models, names, runner, db, size=args.size, progress=_err)
     res["models_dir"] = d
