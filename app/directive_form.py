@@ -44,7 +44,6 @@ KINDS: dict[str, str] = {
     "store_at": "allocate the stage's buffer at a consumer's loop",
     "store_root": "allocate the stage's buffer at the outermost level",
 }
-MARKERS = MARKER_KINDS
 # Form rows each kind shows (row keys of DirectiveForm.rows).
 ROWS: dict[str, tuple[str, ...]] = {
     "split": ("loop", "outer", "inner", "factor", "tail"),
@@ -277,7 +276,7 @@ class DirectiveForm(QWidget):
             if getattr(d, key) is not None:
                 self.spin(key).setValue(getattr(d, key))
         if d.factor is not None:
-            self.spin("mfactor" if d.kind in MARKERS else "factor").setValue(d.factor)
+            self.spin("mfactor" if d.kind in MARKER_KINDS else "factor").setValue(d.factor)
         self.combo("tail").setCurrentIndex(max(0, self.combo("tail").findData(d.tail)))
         if d.consumer is not None:
             self.combo("consumer").setCurrentIndex(self.combo("consumer").findData(d.consumer))
@@ -317,7 +316,7 @@ class DirectiveForm(QWidget):
         elif kind == "fuse":
             d |= {"inner": self.combo("fuse_inner").currentData(), "outer": self.combo("fuse_outer").currentData()}
             d["fused"] = self.edit("fused").text().strip()
-        elif kind in MARKERS:
+        elif kind in MARKER_KINDS:
             d["loop"] = self.combo("loop").currentData()
             if self.spin("mfactor").entry() != 0:  # 0 shows as "none (whole loop)"
                 d["factor"] = self.spin("mfactor").entry()

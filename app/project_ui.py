@@ -152,7 +152,8 @@ class ProjectController(QObject):
         try:
             pr = project.load(path)
             w = self.w
-            w.doc.load(pr.pipeline, pr.pipeline_spec, pr.size, pr.schedule_spec, pr.schedule, pr.spec_hash or None)
+            # project.load validated its schedule (or fell back to the default): no second validation
+            w.doc.load(pr.pipeline, pr.pipeline_spec, pr.size, pr.schedule_spec, pr.schedule, pr.spec_hash or None, validated=True)
         except (ProjectError, ScheduleError, api.InputError) as exc:
             QMessageBox.warning(self.w, "Cannot open project", str(exc))
             return False

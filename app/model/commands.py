@@ -13,7 +13,6 @@ from engine.schedule import Schedule, format_directive
 from . import edits
 from .document import Document, schedule_label
 from .edits import Directive
-from .history import copy_schedule
 
 
 class ScheduleCommand(QUndoCommand):
@@ -26,16 +25,16 @@ class ScheduleCommand(QUndoCommand):
         self.doc = doc
         self.stage = stage  # the stage edited, if one: the editor shows it after undo/redo
         self.validated = validated  # `after` came from an edit (edits.py), which validated it against doc.pipeline
-        self.before = copy_schedule(doc.schedule), doc.schedule_spec
-        self.after = copy_schedule(after), spec or doc.schedule_spec
+        self.before = doc.schedule.copy(), doc.schedule_spec
+        self.after = after.copy(), spec or doc.schedule_spec
 
     def redo(self) -> None:
         sched, spec = self.after
-        self.doc.replace_schedule(copy_schedule(sched), spec, self.text(), validated=self.validated)
+        self.doc.replace_schedule(sched.copy(), spec, self.text(), validated=self.validated)
 
     def undo(self) -> None:
         sched, spec = self.before
-        self.doc.replace_schedule(copy_schedule(sched), spec, f"undo {self.text()}")
+        self.doc.replace_schedule(sched.copy(), spec, f"undo {self.text()}")
 
 
 def _where(stage: str, update: bool) -> str:

@@ -131,15 +131,18 @@ class Document(QObject):
         self.load(p, spec, size, schedule_spec, sched)
         return note
 
-    def load(self, p: Pipeline, spec: str, size: str, schedule_spec: str, sched: Schedule, spec_hash: str | None = None) -> None:
+    def load(
+        self, p: Pipeline, spec: str, size: str, schedule_spec: str, sched: Schedule, spec_hash: str | None = None, validated: bool = False
+    ) -> None:
         """Show a pipeline object with a schedule (raises ScheduleError, changing nothing).
         `spec_hash`: the hash of `schedule_spec`'s schedule as first loaded (a project keeps
-        it, so a schedule saved while edited still reads as edited)."""
+        it, so a schedule saved while edited still reads as edited). `validated`: the caller
+        has just validated `sched` against `p` (a project's loader does)."""
         before = self.pipeline, self.pipeline_spec, self.size, self._spec_hashes
         self.pipeline, self.pipeline_spec, self.size = p, spec, size
         self._spec_hashes = {schedule_spec: spec_hash or sched.content_hash()}
         try:
-            self._apply(schedule_spec, sched, emit=False)  # validates before it changes anything
+            self._apply(schedule_spec, sched, emit=False, check=not validated)  # validates before it changes anything
         except Exception:
             self.pipeline, self.pipeline_spec, self.size, self._spec_hashes = before
             raise

@@ -35,11 +35,6 @@ class StageTimes:
         return sum(self.ms.values())
 
 
-def copy_schedule(s: Schedule) -> Schedule:
-    """A copy whose stage table later edits never alias (the directives are immutable)."""
-    return s.copy()
-
-
 @dataclass
 class Variant:
     number: int  # 1, 2, ...: the x of the history plot
@@ -99,7 +94,7 @@ class SessionHistory(QObject):
         h = schedule.content_hash()
         v = self._by_hash.get(h)
         if v is None:
-            v = Variant(len(self.variants) + 1, h, copy_schedule(schedule), label, spec, prediction.total_ms if prediction else None)
+            v = Variant(len(self.variants) + 1, h, schedule.copy(), label, spec, prediction.total_ms if prediction else None)
             v.measurement = self.measurements.get(h)
             self.variants.append(v)
             self._by_hash[h] = v

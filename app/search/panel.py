@@ -263,7 +263,8 @@ class SearchPanel(QWidget):
         except ScheduleError as exc:
             QMessageBox.warning(self, "Cannot apply candidate", str(exc))
             return False
-        self.undo_stack.push(ScheduleCommand(self.doc, t.schedule, f"apply search trial #{t.index + 1} ({self.strategy})"))
+        label = f"apply search trial #{t.index + 1} ({self.strategy})"
+        self.undo_stack.push(ScheduleCommand(self.doc, t.schedule, label, validated=True))  # just validated above
         self._sync_buttons()
         return True
 
