@@ -11,7 +11,7 @@ ARGS  ?=
 $(STAMP): pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,cluster,tensorflow]'  # the tests use every extra
 	touch $(STAMP)
 
 run: $(STAMP)
