@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["COSTMODEL_DIR", "MAKE_MODELS", "MODELS_DIR", "resource_path"]
+__all__ = ["COSTMODEL_DIR", "DEVICES_DIR", "MAKE_MODELS", "MODELS_DIR", "resource_path"]
 
 
 def resource_path(*parts: str) -> Path:
@@ -25,4 +25,5 @@ def resource_path(*parts: str) -> Path:
 
 COSTMODEL_DIR = resource_path("costmodel")  # the shipped trained cost models and their training set
 MODELS_DIR = resource_path("models")  # the sample ONNX models
+DEVICES_DIR = resource_path("devices")  # the shipped (simulated) device profiles for placement
 MAKE_MODELS = MODELS_DIR / "make_models.py"  # their PyTorch definitions (also ResNet-50 for `bench import`)
