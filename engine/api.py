@@ -116,6 +116,13 @@ def stored_measurement(p: Pipeline, db: Database, schedule_key: str, threads: in
     return db.lookup(p.content_hash(), schedule_key, target_string(), host_fingerprint(), threads)
 
 
+def forget_measurements(p: Pipeline, db: Database) -> tuple[int, int]:
+    """Clear what `db` stores for pipeline `p` (its verified measurements of every schedule,
+    and its recorded failures), so the next `measure` runs the worker again; other
+    pipelines' results are kept. Returns (measurements, failures) removed."""
+    return db.forget(p.content_hash())
+
+
 def measure(
     p: Pipeline,
     sched: Schedule | None,

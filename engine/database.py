@@ -247,6 +247,17 @@ class Database:
                     (m.pipeline_hash, m.schedule_hash, m.error_kind or "unverified", m.error or "not verified", time.time()),
                 )
 
+    def forget(self, pipeline_hash: str) -> tuple[int, int]:
+        """Remove every stored measurement and failure of one pipeline (all schedules,
+        targets, hosts and thread counts; other pipelines' are kept). Returns how many
+        measurements and failures were removed."""
+        with self.conn:
+            self.conn.execute("DELETE FROM measurements WHERE pipeline_hash=?", (pipeline_hash,))
+            gone = int(self.conn.execute("SELECT changes()").fetchone()[0])
+            self.conn.execute("DELETE FROM failures WHERE pipeline_hash=?", (pipeline_hash,))
+            failed = int(self.conn.execute("SELECT changes()").fetchone()[0])
+        return gone, failed
+
     # --- reads ---------------------------------------------------------------------------
     def lookup(self, pipeline_hash: str, schedule_hash: str, target: str, host: str, threads: int) -> Measurement | None:
         row = self.conn.execute(

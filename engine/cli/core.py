@@ -1,5 +1,5 @@
-"""The core subcommands: `pipelines`, `show`, `measure`, `autoschedule`, `lower`, `export`
-and `import` (engine/cli/__init__.py wires every CLI module's `register` and `run`).
+"""The core subcommands: `pipelines`, `show`, `measure`, `forget`, `autoschedule`, `lower`,
+`export` and `import` (engine/cli/__init__.py wires every CLI module's `register` and `run`).
 
 With --json each prints one JSON object on stdout; an error is raised (`CliError`, or the
 engine's own error types) and printed on one line by `main`.
@@ -50,6 +50,16 @@ def register(sub: Any) -> None:
     _common(sp)
     _measure_opts(sp)
     sp.add_argument("--peers", action="store_true", help="also time ONNX Runtime and PyTorch on the same input (engine/bench/peers.py)")
+    sp = sub.add_parser(
+        "forget",
+        help="clear the stored measurements of one pipeline (every schedule), so the next measure runs again",
+        description="Removes the pipeline's verified measurements and recorded failures from the database; "
+        "other pipelines' results are kept. `measure --force` re-measures one schedule instead.",
+    )
+    sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
+    sp.add_argument("--size", choices=zoo.SIZES, default="full", help="built-in pipelines: test size or realistic size")
+    sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp = sub.add_parser("autoschedule", help="run one of Halide's autoschedulers and measure its result")
     _common(sp, schedule=False)
     sp.add_argument("--with", dest="autoscheduler", choices=list(AUTOSCHEDULERS), default="Adams2019")
@@ -145,6 +155,17 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    p = api.load_pipeline(args.pipeline, args.size)
+    with Database(args.db) as db:
+        gone, failed = api.forget_measurements(p, db)
+        path = db.path
+    obj = {"pipeline": p.name, "pipeline_hash": p.content_hash(), "measurements": gone, "failures": failed, "db": str(path)}
+    plural = ("" if gone == 1 else "s", "" if failed == 1 else "s")
+    print_result(args, obj, f"{p.name}: removed {gone} stored measurement{plural[0]} and {failed} failure record{plural[1]} from {path}")
+    return 0
+
+
 def cmd_autoschedule(args: argparse.Namespace) -> int:
     p = api.load_pipeline(args.pipeline, args.size)
     runner, db = _runner_db(args)
@@ -206,6 +227,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pipelines": cmd_pipelines,
     "show": cmd_show,
     "measure": cmd_measure,
+    "forget": cmd_forget,
     "autoschedule": cmd_autoschedule,
     "lower": cmd_lower,
     "export": cmd_export,
