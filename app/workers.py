@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -20,6 +20,9 @@ from engine.database import Database
 from engine.ir import Pipeline
 from engine.measure import Measurement, Runner, autoscheduler_key
 from engine.schedule import Schedule
+
+if TYPE_CHECKING:
+    from engine.bench.peers import PeerTiming
 
 from .background import Background, Job, Outcome
 
@@ -35,6 +38,8 @@ class MeasureRequest:
     label: str  # what the result panel says was measured, e.g. "blur (small) · hand"
     options: dict[str, Any] = field(default_factory=lambda: dict(MEASURE_OPTIONS))
     autoscheduler: str | None = None  # e.g. "Adams2019": Halide schedules it, then it is measured
+    force: bool = False  # run the worker even when the database holds a result ("Measure again")
+    peers: bool = False  # also time ONNX Runtime / PyTorch on the same input, right after (implies force)
 
     @property
     def schedule_key(self) -> str:
@@ -46,6 +51,15 @@ class MeasureRequest:
 
 
 NOT_STARTED = "cancelled before it started"
+
+
+@dataclass(frozen=True)
+class PeersResult:
+    """The peers timed right after a schedule's measurement, in the same job on the same
+    thread and input (engine/bench/peers.py): `measurement` is the schedule's, fresh."""
+
+    measurement: Measurement
+    timings: list[PeerTiming]
 
 
 def _failed(req: MeasureRequest, error: str) -> Measurement:
@@ -62,14 +76,30 @@ class _Measurer:
         self._runner: Runner | None = None
         self._db: Database | None = None
 
-    def measure(self, request: MeasureRequest, job: Job) -> Measurement:
+    def _open(self) -> tuple[Runner, Database]:
         if self._runner is None:
             self._runner = Runner()
         if self._db is None:
             self._db = Database()
+        return self._runner, self._db
+
+    def measure(self, request: MeasureRequest, job: Job) -> tuple[Measurement, list[PeerTiming] | None]:
+        runner, db = self._open()
         options = dict(request.options) | ({"autoscheduler": request.autoscheduler} if request.autoscheduler else {})
         # A cancel kills the running job's worker process (the Runner starts a new one).
-        return api.measure(request.pipeline, request.schedule, self._runner, self._db, should_cancel=job.cancel.is_set, **options)
+        # Peers are compared with a timing of this run, never with a stored one (other load).
+        force = request.force or request.peers
+        m = api.measure(request.pipeline, request.schedule, runner, db, force=force, should_cancel=job.cancel.is_set, **options)
+        if not request.peers or not m.ok or job.cancel.is_set():
+            return m, None
+        from engine.bench.peers import measure_peers  # noqa: PLC0415  # onnxruntime / torch load only when asked
+
+        job.report("peers")
+        return m, measure_peers(request.pipeline, runner.threads, float(options.get("min_time_s", 0.3)))
+
+    def forget(self, pipeline: Pipeline) -> tuple[int, int]:
+        """Clear the database's results for one pipeline (on the thread that owns it)."""
+        return api.forget_measurements(pipeline, self._open()[1])
 
     def close(self) -> None:
         """Stop the worker process and close the database."""
@@ -86,6 +116,8 @@ class MeasureService(QObject):
     """GUI-thread handle on the measurement thread: a queue, one measurement at a time."""
 
     started = Signal(object)  # MeasureRequest, when it starts running
+    peers_measured = Signal(object, object)  # MeasureRequest, PeersResult (before `finished`)
+    forgotten = Signal(object, object)  # Pipeline, (measurements, failures) removed, or the error text
     finished = Signal(object, object, bool)  # MeasureRequest, Measurement, cancelled
     busy_changed = Signal(bool)  # something is running or queued
 
@@ -118,13 +150,22 @@ class MeasureService(QObject):
         """Running first, then queued, in order."""
         return ([self._running] if self._running else []) + list(self._queue)
 
-    def measure(self, pipeline: Pipeline, schedule: Schedule | None, label: str, autoscheduler: str | None = None) -> MeasureRequest:
-        """Queue a measurement (it starts at once when nothing runs)."""
+    def measure(
+        self,
+        pipeline: Pipeline,
+        schedule: Schedule | None,
+        label: str,
+        autoscheduler: str | None = None,
+        force: bool = False,
+        peers: bool = False,
+    ) -> MeasureRequest:
+        """Queue a measurement (it starts at once when nothing runs). `force`: measure even
+        when a result is stored; `peers`: time ONNX Runtime / PyTorch right after it."""
         if self._closed:
             raise RuntimeError("the measurement service is shut down")
         # A snapshot: the document's schedule may be edited while this one waits or runs.
         snap = schedule.copy() if schedule is not None and not autoscheduler else None
-        req = MeasureRequest(self._next_id, pipeline, snap, label, autoscheduler=autoscheduler)
+        req = MeasureRequest(self._next_id, pipeline, snap, label, autoscheduler=autoscheduler, force=force, peers=peers)
         self._next_id += 1
         was_busy = self.busy
         self._queue.append(req)
@@ -144,6 +185,17 @@ class MeasureService(QObject):
             self.busy_changed.emit(False)
         for req in removed:
             self._emit_cancelled(req)
+
+    def forget(self, pipeline: Pipeline) -> None:
+        """Clear the stored results of `pipeline` on the measurement thread (after the running
+        measurement, whose result would otherwise be stored again); `forgotten` says how it went."""
+        if self._closed:
+            raise RuntimeError("the measurement service is shut down")
+        self._background.submit(lambda _job: self._measurer.forget(pipeline), lambda out: self._on_forgotten(pipeline, out))
+
+    def _on_forgotten(self, pipeline: Pipeline, out: Outcome) -> None:
+        if not self._closed:
+            self.forgotten.emit(pipeline, out.error_text if out.error is not None else out.value)
 
     def drop_queued(self, which: Callable[[MeasureRequest], bool]) -> None:
         """Forget queued requests that no longer matter (e.g. an older edit's), silently."""
@@ -177,7 +229,9 @@ class MeasureService(QObject):
         elif out.value is None:  # cancelled before the thread picked it up
             m = _failed(request, NOT_STARTED)
         else:
-            m = out.value
+            m, peers = out.value
+            if peers is not None:
+                self.peers_measured.emit(request, PeersResult(m, peers))
         cancelled = out.cancelled and not m.ok
         self._running = self._job = None
         if not self._queue:

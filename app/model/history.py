@@ -6,7 +6,7 @@ Adams2019) that speedups are quoted against. Views read it; only the main window
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -14,6 +14,9 @@ from engine.costmodel import Prediction, short_label
 from engine.ir import Pipeline
 from engine.measure import Measurement, autoscheduler_key
 from engine.schedule import Schedule, default_schedule
+
+if TYPE_CHECKING:
+    from engine.bench.peers import PeerTiming
 
 PREDICTED_LABEL = "predicted (analytic estimate)"  # the default model's; see predicted_label()
 
@@ -64,6 +67,10 @@ class SessionHistory(QObject):
         self._by_hash: dict[str, Variant] = {}
         self.measurements: dict[str, Measurement] = {}  # schedule hash (or autoscheduler_key("Adams2019")) -> latest
         self.cancelled: set[str] = set()  # schedule hashes whose last measurement was cancelled
+        # ONNX Runtime / PyTorch timed in one run with a schedule's fresh measurement
+        # (`peers_of`: that measurement): peers are compared with what was measured beside them.
+        self.peers: list[PeerTiming] = []
+        self.peers_of: Measurement | None = None
 
     def reset(self, p: Pipeline | None) -> None:
         self.pipeline_hash = p.content_hash() if p is not None else ""
@@ -72,7 +79,25 @@ class SessionHistory(QObject):
         self._by_hash.clear()
         self.measurements.clear()
         self.cancelled.clear()
+        self.peers, self.peers_of = [], None
         self.changed.emit()
+
+    def forget_measurements(self) -> None:
+        """The stored results were cleared: the session forgets its measurements too (variants
+        and predictions stay), so nothing shown comes from a deleted result."""
+        self.measurements.clear()
+        self.cancelled.clear()
+        for v in self.variants:
+            v.measurement = None
+        self.peers, self.peers_of = [], None
+        self.changed.emit()
+
+    def attach_peers(self, m: Measurement, timings: list[PeerTiming]) -> None:
+        """Peers timed beside measurement `m` of the open pipeline (others are ignored)."""
+        if m.pipeline_hash != self.pipeline_hash:
+            return
+        self.peers, self.peers_of = list(timings), m
+        self.attach(m)  # emits changed
 
     def restore(self, variants: list[Variant], measurements: list[Measurement]) -> None:
         """Put back a saved session (after `reset` for its pipeline): variants in order,
