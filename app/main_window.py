@@ -27,16 +27,19 @@ from .about import about_html, format_flop, versions  # noqa: F401  # re-exporte
 from .code_view import CodeView, LoopNestView, SourcePane
 from .graph.panel import GraphPanel
 from .import_report import ImportReportPanel
+from .measure_actions import install as install_measure_actions
 from .measure_control import MeasureController
 from .model import project
 from .model.commands import RestoreVariant, UseSchedule
 from .model.document import BUILTIN_SCHEDULES, MODEL_SCHEDULES, MODEL_SUFFIX, NAMED_SCHEDULES, Document, is_model_spec, schedule_label
 from .model.history import SessionHistory
 from .model.project import SUFFIX
+from .model_import import ModelImporter
 from .panels import PipelinePanel, StagesPanel
 from .performance import PerformancePanel
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
+from .schedule_files import is_schedule_file
 from .search.panel import SearchPanel
 from .start.page import StartPageController
 from .stmt import StmtLoader
@@ -97,6 +100,8 @@ class MainWindow(QMainWindow):
         self.chrome = chrome.build(self)
         self.chrome.schedule_combo.activated.connect(self._on_schedule_chosen)
         self.chrome.size_combo.activated.connect(self._on_size_chosen)
+        self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
+        self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -242,22 +247,18 @@ class MainWindow(QMainWindow):
     def open_model(self, path: Path, schedule_spec: str | None = None) -> bool:
         """Import an ONNX model, show its import report and open it with the heuristic
         schedule (or `schedule_spec`); a model that cannot be imported changes nothing."""
-        from engine.frontends import ModelImportError, import_onnx  # noqa: PLC0415  # onnx loads only when used
-
-        try:
-            result = import_onnx(path)
-        except ModelImportError as exc:
-            QMessageBox.warning(self, "Cannot import model", str(exc))
-            return False
-        p = result.pipeline
         # Models have no hand-written schedule: "hand" (the usual preference) means heuristic.
         wanted = "heuristic" if schedule_spec in (None, "hand") else str(schedule_spec)
-        note = None
-        try:
-            sched = self.doc.load_schedule_for(p, wanted)
-        except api.InputError as exc:
-            note = f"{exc}; showing the default schedule"
-            wanted, sched = "default", self.doc.load_schedule_for(p, "default")
+        # Imported (and its schedule chosen) off the GUI thread; Cancel leaves the document as it was.
+        outcome = self.importer.run(path, wanted, self)
+        if outcome.error:
+            QMessageBox.warning(self, "Cannot import model", outcome.error)
+            return False
+        if outcome.model is None:
+            self.statusBar().showMessage(f"Import of {path.name} cancelled", STATUS_MS)
+            return False
+        result, wanted, sched, note = outcome.model.result, outcome.model.schedule_spec, outcome.model.schedule, outcome.model.note
+        p = result.pipeline
         try:
             self.doc.load(p, str(path), self.pipeline_size, wanted, sched)
         except Exception as exc:  # noqa: BLE001  # an imported pipeline the loop nest rejects: keep the current one
@@ -274,6 +275,8 @@ class MainWindow(QMainWindow):
         """Open what a file holds: a project, a pipeline JSON or an ONNX model."""
         if project.is_project(path):
             return self.projects.open(path)  # asks about unsaved changes itself
+        if is_schedule_file(path):  # a schedule for the open pipeline, not a pipeline (issue 20 item 8)
+            return self.measure_actions.files.open_file(path)
         if not self.projects.maybe_save():
             return False
         return self.open_pipeline(str(path))
@@ -575,6 +578,7 @@ class MainWindow(QMainWindow):
         self._tick.stop()
         self.measure_control.timer.stop()
         self.measure_service.shutdown()
+        self.importer.shutdown()
         self.search_panel.shutdown()  # cancels a running search and joins its thread
         self.stmt_loader.shutdown()
         super().closeEvent(event)
