@@ -170,7 +170,7 @@ def simulate(
     reason = ""
     for d, dev in enumerate(prof.devices):
         if peak[d] > dev.memory_bytes:
-            reason = f"device {dev.name} needs {peak[d] / 2**20:.1f} MiB at its peak, more than its {dev.memory_bytes / 2**20:.1f} MiB"
+            reason = f"device {dev.name} needs {peak[d] / 1e6:.1f} MB at its peak, more than its {dev.memory_bytes / 1e6:.1f} MB"
             break
     names = [dev.name for dev in prof.devices]
     tl: tuple[Event, ...] = ()
