@@ -66,12 +66,15 @@ def load_schedule_file(w: MainWindow, path: Path) -> str | None:
     if doc.pipeline is None:
         return f"{path}: open a pipeline first; a schedule file applies to the pipeline it was written for"
     spec = str(path)
+    added = spec not in w.extra_schedules
+    if added:
+        w.extra_schedules.append(spec)  # the schedule combo offers it from now on (it re-fills on the change)
     try:
         w.undo_stack.push(UseSchedule(doc, spec))
     except (api.InputError, ScheduleError) as exc:
+        if added:
+            w.extra_schedules.remove(spec)
         return f"{path.name} does not apply to {doc.pipeline.name}: {exc}"
-    if spec not in w.extra_schedules:
-        w.extra_schedules.append(spec)  # the schedule combo offers it from now on
     w.preferred_schedule, w.schedule_explicit = spec, True
     return None
 
