@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["COSTMODEL_DIR", "DEVICES_DIR", "MAKE_MODELS", "MODELS_DIR", "resource_path"]
+__all__ = ["COSTMODEL_DIR", "DEVICES_DIR", "MAKE_MODELS", "MAKE_TF_MODELS", "MODELS_DIR", "TF_MODELS_DIR", "resource_path", "tf_sample_models"]
 
 
 def resource_path(*parts: str) -> Path:
@@ -27,3 +27,12 @@ COSTMODEL_DIR = resource_path("costmodel")  # the shipped trained cost models an
 MODELS_DIR = resource_path("models")  # the sample ONNX models
 DEVICES_DIR = resource_path("devices")  # the shipped (simulated) device profiles for placement
 MAKE_MODELS = MODELS_DIR / "make_models.py"  # their PyTorch definitions (also ResNet-50 for `bench import`)
+TF_MODELS_DIR = resource_path("tf_models")  # the sample TensorFlow models (a .keras file, a SavedModel directory)
+MAKE_TF_MODELS = TF_MODELS_DIR / "make_tf_models.py"  # their Keras definitions
+
+
+def tf_sample_models() -> list[Path]:
+    """The shipped TensorFlow models, sorted: each .keras file and each SavedModel directory
+    (the paths `engine.frontends.import_tensorflow` and `api.load_pipeline` take)."""
+    found = [p for p in TF_MODELS_DIR.iterdir() if p.suffix == ".keras" or (p / "saved_model.pb").is_file()]
+    return sorted(found)
