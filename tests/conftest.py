@@ -37,6 +37,7 @@ SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real co
 PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
     "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
+    "test_placement_simulator", "test_placement_profiles", "test_placement_policies",
 }  # fmt: skip
 
 
