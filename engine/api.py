@@ -50,15 +50,16 @@ def json_depth(obj: Any) -> int:
 
 
 def load_pipeline(spec: str, size: str = "full") -> Pipeline:
-    """A zoo name, a pipeline JSON file, or an ONNX model (imported; weights cached)."""
+    """A zoo name, a pipeline JSON file, or a model (imported; weights cached): ONNX, or
+    TensorFlow's .keras, frozen GraphDef .pb or SavedModel directory."""
     if spec in zoo.ZOO:
         return zoo.get(spec, size)
     path = Path(spec)
-    if path.suffix.lower() == ".onnx":
-        from .frontends import ModelImportError, import_onnx  # noqa: PLC0415  # onnx loads only when used
+    from .frontends import ModelImportError, import_model, is_model_file  # noqa: PLC0415  # onnx / tensorflow load only when used
 
+    if is_model_file(path):
         try:
-            return import_onnx(path).pipeline
+            return import_model(path).pipeline
         except ModelImportError as exc:
             raise InputError(str(exc)) from None
     if path.suffix == ".json" and path.exists():
@@ -75,7 +76,10 @@ def load_pipeline(spec: str, size: str = "full") -> Pipeline:
             raise InputError(f"{path}: nested too deeply to be a pipeline") from None
         except PipelineError as exc:
             raise InputError(f"{path}: {exc}") from None
-    raise InputError(f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}), an existing .json file nor an .onnx model")
+    raise InputError(
+        f"unknown pipeline {spec!r}: not a built-in ({', '.join(zoo.names())}), an existing .json file "
+        "nor a model (.onnx, .keras, .pb, a SavedModel directory)"
+    )
 
 
 def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
