@@ -52,9 +52,10 @@ LAYOUT_VERSION = 4
 STATUS_MS = 8000
 OPEN_FILTER = ";;".join(
     (
-        f"Pipelines, models and projects (*.json *{MODEL_SUFFIX} *{SUFFIX})",
+        f"Pipelines, models and projects (*.json *{MODEL_SUFFIX} *.keras *.pb *{SUFFIX})",
         "Pipeline JSON (*.json)",
         f"ONNX model (*{MODEL_SUFFIX})",
+        "TensorFlow model: Keras, frozen graph, a SavedModel's saved_model.pb (*.keras *.pb)",
         f"Schedule Explorer project (*{SUFFIX})",
         "All files (*)",
     )

@@ -52,10 +52,10 @@ class ImportOutcome:
 
 def _import(path: Path, wanted: str, job: Job) -> ImportedModel | None:
     """On the import thread: import, then choose the schedule (between them a cancel stops it)."""
-    from engine.frontends import import_onnx  # noqa: PLC0415  # onnx loads only when used
+    from engine.frontends import import_model  # noqa: PLC0415  # onnx / tensorflow load only when used
 
     job.report(f"Importing {path.name}: reading the model and mapping its operators…")
-    result = import_onnx(path)
+    result = import_model(path)
     if job.cancel.is_set():
         return None
     job.report(f"Choosing the {wanted} schedule for {len(result.pipeline.stages)} stages…")

@@ -12,7 +12,16 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["COSTMODEL_DIR", "DEVICES_DIR", "MAKE_MODELS", "MAKE_TF_MODELS", "MODELS_DIR", "TF_MODELS_DIR", "resource_path", "tf_sample_models"]
+__all__ = [
+    "COSTMODEL_DIR",
+    "DEVICES_DIR",
+    "MAKE_MODELS",
+    "MAKE_TF_MODELS",
+    "MODELS_DIR",
+    "TF_MODELS_DIR",
+    "resource_path",
+    "tf_sample_models",
+]
 
 
 def resource_path(*parts: str) -> Path:

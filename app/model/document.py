@@ -25,8 +25,11 @@ MODEL_SUFFIX = ".onnx"
 
 
 def is_model_spec(spec: str) -> bool:
-    """Whether a pipeline spec names a model file to import (not a zoo name or pipeline JSON)."""
-    return spec.lower().endswith(MODEL_SUFFIX)
+    """Whether a pipeline spec names a model file to import (not a zoo name or pipeline JSON):
+    ONNX, or TensorFlow's .keras, .pb or SavedModel directory."""
+    from engine.frontends import is_model_file  # noqa: PLC0415
+
+    return is_model_file(spec)
 
 
 def schedule_label(spec: str) -> str:
