@@ -33,6 +33,8 @@ class Actions:
     auto_measure: QAction
     compare: QAction
     reset_layout: QAction
+    shortcuts: QAction
+    guide: QAction
     about: QAction
 
 
@@ -122,9 +124,15 @@ def _build_actions(w: MainWindow) -> Actions:
     )
     compare.setIconText("Compare Adams2019")
     reset_layout = _action(w, "&Reset Layout", w.reset_layout, None, "Put the panels back where they started")
+    shortcuts = _action(w, "&Keyboard Shortcuts", w.show_shortcuts, "Ctrl+/", "Every shortcut of the window and its views (Ctrl+/)")
+    guide = _action(
+        w, "&Guide", w.show_guide, QKeySequence.StandardKey.HelpContents, "A short guide: open, look, change, measure, keep (F1)"
+    )
     about = _action(w, "&About Schedule Explorer", w.show_about)
     about.setMenuRole(QAction.MenuRole.AboutRole)
-    actions = Actions(start_page, open_, quit_, undo, redo, find, measure, cancel, auto_measure, compare, reset_layout, about)
+    actions = Actions(
+        start_page, open_, quit_, undo, redo, find, measure, cancel, auto_measure, compare, reset_layout, shortcuts, guide, about
+    )
     _set_icons(w, actions)
     return actions
 
@@ -143,6 +151,8 @@ ICONS = {
     "auto_measure": QStyle.StandardPixmap.SP_BrowserReload,
     "compare": QStyle.StandardPixmap.SP_FileDialogDetailedView,
     "reset_layout": QStyle.StandardPixmap.SP_DialogResetButton,
+    "shortcuts": QStyle.StandardPixmap.SP_FileDialogListView,
+    "guide": QStyle.StandardPixmap.SP_DialogHelpButton,
     "about": QStyle.StandardPixmap.SP_MessageBoxInformation,
 }
 
@@ -179,6 +189,9 @@ def _build_menus(w: MainWindow, a: Actions) -> tuple[QMenu, QMenu]:
     for action in (a.measure, a.cancel, a.auto_measure, a.compare):
         measure_menu.addAction(action)
     help_menu = bar.addMenu("&Help")
+    help_menu.addAction(a.guide)
+    help_menu.addAction(a.shortcuts)
+    help_menu.addSeparator()
     help_menu.addAction(a.about)
     return file_menu, view_menu
 

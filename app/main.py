@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 import engine
 from engine import api, zoo
 
+from . import xcb_check
 from .main_window import MainWindow
 from .model.document import load_schedule
 
@@ -27,7 +28,7 @@ MEASURE_WAIT_MS = 300_000  # --measure with --screenshot: the longest wait for t
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="schedule-explorer",
-        description="Explore Halide schedules of pipelines (desktop app). Headless commands: `python main.py --help`.",
+        description="Explore Halide schedules of pipelines (desktop app). Headless commands: `python main.py COMMAND --help`.",
     )
     ap.add_argument(
         "pipeline",
@@ -52,6 +53,19 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def full_help() -> str:
+    """`python main.py --help`: the app's own options, then the headless subcommands."""
+    from engine.cli import parser as cli_parser  # noqa: PLC0415  # the CLI's parser is only needed here
+
+    cli, app_parser = cli_parser(), parser()
+    cli.prog = app_parser.prog = "python main.py"
+    return (
+        app_parser.format_help()
+        + "\nHeadless use: python main.py COMMAND [options] (each command's options: python main.py COMMAND --help)\n\n"
+        + cli.format_help()
+    )
+
+
 def run_app(argv: list[str]) -> int:
     """Start the app; returns the process exit status (2 for a pipeline or schedule that cannot be used)."""
     try:
@@ -72,6 +86,12 @@ def run_app(argv: list[str]) -> int:
 
     if args.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # must precede the QApplication
+
+    # Before Qt loads its platform plugin: missing X libraries would abort with a message that does not name them.
+    problem = xcb_check.check() if QApplication.instance() is None else None
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "schedule-explorer"])
     app.setApplicationName("Schedule Explorer")

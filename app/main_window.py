@@ -6,25 +6,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QElapsedTimer, QSettings, Qt, QTimer, Slot
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QStandardItemModel, QUndoStack
+from PySide6.QtCore import QByteArray, QChildEvent, QElapsedTimer, QEvent, QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QStandardItemModel, QUndoStack
 from PySide6.QtWidgets import (
+    QDialog,
     QDockWidget,
     QFileDialog,
+    QFrame,
     QMainWindow,
+    QMenu,
     QMessageBox,
+    QScrollArea,
     QStackedWidget,
+    QTabBar,
     QTabWidget,
     QUndoView,
     QWidget,
 )
 
-from engine import api
+from engine import api, zoo
 from engine.measure import Measurement
 
 from . import chrome
-from .about import about_html, format_flop, versions  # noqa: F401  # re-exported for callers of this module
+from .about import GUIDE_HTML, about_html, format_flop, shortcuts_html, show_text, versions  # noqa: F401  # versions: re-exported
 from .code_view import CodeView, LoopNestView, SourcePane
+from .folders import remember_folder, start_folder
 from .graph.panel import GraphPanel
 from .import_report import ImportReportPanel
 from .measure_actions import install as install_measure_actions
@@ -50,6 +56,9 @@ SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 # Bump when docks or toolbars change: restoreState ignores a saved layout of another version.
 LAYOUT_VERSION = 4
 STATUS_MS = 8000
+# The performance panel's text before a measurement, by the Auto setting (issue 20 item 10).
+IDLE_AUTO = "Not measured yet. Auto is on: each edit is measured shortly after it; Measure (Ctrl+M) measures this schedule now."
+IDLE_MANUAL = "Not measured yet. Press Measure (Ctrl+M), or turn on Auto (Measure menu) to measure each edit."
 OPEN_FILTER = ";;".join(
     (
         f"Pipelines, models and projects (*.json *{MODEL_SUFFIX} *.keras *.pb *{SUFFIX})",
@@ -111,7 +120,9 @@ class MainWindow(QMainWindow):
         self.undo_stack.indexChanged.connect(self._on_edited)
         self.pipelines.pipeline_selected.connect(self._on_pipeline_chosen)
         self.stages.stage_selected.connect(self.select_stage)
+        self.editor.edit_rejected.connect(self._on_edit_rejected)
         self.graph.view.stage_selected.connect(self.select_stage)
+        self.graph.view.schedule_action.connect(self.schedule_action)
         self.measure_service.busy_changed.connect(self._on_busy_changed)
         # Bound methods, not lambdas: Qt drops a connection to a deleted receiver, and some
         # senders here (the undo stack, the notes) still emit while the window is destroyed.
@@ -125,11 +136,7 @@ class MainWindow(QMainWindow):
         self.undo_stack.cleanChanged.connect(self.update_title)
         self.projects.notes.modificationChanged.connect(self.update_title)
 
-        self.resize(1360, 900)
-        # Dock sizes only hold once the window has its size.
-        self.resizeDocks([self.pipelines_dock, self.stages_dock], [270, 420], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.stages_dock, self.editor_dock], [240, 400], Qt.Orientation.Vertical)
-        self.resizeDocks([self.measurement_dock], [290], Qt.Orientation.Vertical)
+        self._fit_to_screen()
         self._default_state = self.saveState(LAYOUT_VERSION)
         if persist_layout:
             self._restore_layout()
@@ -137,7 +144,7 @@ class MainWindow(QMainWindow):
 
     # --- construction -----------------------------------------------------------------
     def _build_views(self) -> None:
-        self.graph = GraphPanel()
+        self.graph = GraphPanel(settings=(SETTINGS_ORG, SETTINGS_APP))
         self.loop_view = LoopNestView()
         self.loop_view.setToolTip("The loop nest the schedule produces, as pseudo-code")
         self.schedule_view = CodeView()
@@ -165,6 +172,7 @@ class MainWindow(QMainWindow):
         ):
             pane = SourcePane(view, suffix, what)
             pane.note.setText(note)
+            pane.note.setMinimumWidth(1)  # the note gives way on a narrow window (its text is the view's tooltip too)
             view.setToolTip(note)
             self.source_panes[key] = pane
             self.tabs.addTab(pane, name)
@@ -187,30 +195,63 @@ class MainWindow(QMainWindow):
         self.undo_dock = self._dock("Edit History", self.undo_view, area.LeftDockWidgetArea)
         self.stages_dock = self._dock("Stages", self.stages, area.RightDockWidgetArea)
         self.editor_dock = self._dock("Schedule Editor", self.editor, area.RightDockWidgetArea)
-        self.measurement_dock = self._dock("Performance", self.performance, area.BottomDockWidgetArea)
+        self.measurement_dock = self._dock("Performance", self.performance, area.BottomDockWidgetArea, scroll=True)
         self.search_panel = SearchPanel(self.doc, self.history, self.undo_stack)
-        self.search_dock = self._dock("Search", self.search_panel, area.BottomDockWidgetArea)
+        self.search_dock = self._dock("Search", self.search_panel, area.BottomDockWidgetArea, scroll=True)
         self.search_dock.setToolTip("Automated schedule search: strategy, budget, live best-so-far plot, measured candidates")
         self.tabifyDockWidget(self.measurement_dock, self.search_dock)
         self.measurement_dock.raise_()
         # Baselines the search measured (current schedule, Adams2019) belong to the session too.
         self.search_panel.measured.connect(self.history.attach)
-        # Docks squeezed below these are useless (a restored geometry can be small).
-        for widget, width in ((self.pipelines, 190), (self.stages, 260), (self.editor, 300)):
+        # Docks squeezed below these are useless; small enough for a 1024-wide screen (issue 20 item 1).
+        # The editor has none: its layout asks for what its buttons need, so none is clipped.
+        for widget, width in ((self.pipelines, 140), (self.stages, 160)):
             widget.setMinimumWidth(width)
         self.notes_dock = self._dock("Notes", self.projects.notes, area.LeftDockWidgetArea)
         self.import_report = ImportReportPanel()
-        self.import_report_dock = self._dock("Import Report", self.import_report, area.LeftDockWidgetArea)
+        self.import_report_dock = self._dock("Import Report", self.import_report, area.LeftDockWidgetArea, scroll=True)
         self.tabifyDockWidget(self.pipelines_dock, self.undo_dock)
         self.tabifyDockWidget(self.undo_dock, self.notes_dock)
         self.tabifyDockWidget(self.notes_dock, self.import_report_dock)
         self.import_report_dock.hide()  # until a model is imported (View → Import Report shows it)
         self.pipelines_dock.raise_()
 
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    def _fit_to_screen(self) -> None:
+        """The first size: 1360×900, or the screen's available area if that is smaller (a
+        1024×700 screen, or 1280×720 at 150%), with the docks in the same proportions."""
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        w, h = (1360, 900) if screen is None else (min(1360, screen.width()), min(900, screen.height()))
+        self.resize(w, h)
+        # Dock sizes only hold once the window has its size.
+        self.resizeDocks([self.pipelines_dock, self.stages_dock], [w * 270 // 1360, w * 420 // 1360], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.stages_dock, self.editor_dock], [h * 240 // 900, h * 400 // 900], Qt.Orientation.Vertical)
+        self.resizeDocks([self.measurement_dock], [h * 290 // 900], Qt.Orientation.Vertical)
+
+    def event(self, event: QEvent) -> bool:
+        # QMainWindow makes a tab bar for each group of tabbed docks when it needs one; its
+        # titles would be elided to a letter or two in a narrow dock ("P…", "E…"): show them
+        # whole and let the bar scroll instead (issue 20 item 10).
+        if event.type() == QEvent.Type.ChildPolished and isinstance(event, QChildEvent):
+            child = event.child()
+            if isinstance(child, QTabBar):
+                child.setElideMode(Qt.TextElideMode.ElideNone)
+                child.setUsesScrollButtons(True)
+        return super().event(event)
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, scroll: bool = False) -> QDockWidget:
+        """`scroll`: the panel sits in a scroll area, so a small screen scrolls it instead of
+        making the window's minimum size larger than the screen."""
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower().replace(" ", "_") + "_dock")  # saveState keys docks by object name
-        dock.setWidget(widget)
+        if scroll:
+            area_widget = QScrollArea()
+            area_widget.setObjectName(dock.objectName() + "_scroll")
+            area_widget.setWidgetResizable(True)
+            area_widget.setFrameShape(QFrame.Shape.NoFrame)
+            area_widget.setWidget(widget)
+            dock.setWidget(area_widget)
+        else:
+            dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
 
@@ -269,6 +310,7 @@ class MainWindow(QMainWindow):
         self.import_report_dock.show()
         # A dock shown again rejoins its tab group later: bring it to the front after that.
         QTimer.singleShot(0, self.import_report_dock.raise_)
+        self.projects.add_recent(path.resolve())  # models join the recent list (File → Open Recent, the start page)
         self.statusBar().showMessage(note or f"Imported {path.name}: {result.report.stages} stages", STATUS_MS)
         return True
 
@@ -284,8 +326,9 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def open_pipeline_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open", str(Path.cwd()), OPEN_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Open", str(start_folder((SETTINGS_ORG, SETTINGS_APP))), OPEN_FILTER)
         if path:
+            remember_folder((SETTINGS_ORG, SETTINGS_APP), Path(path))
             self.open_file(Path(path))
 
     @Slot(str)
@@ -303,6 +346,13 @@ class MainWindow(QMainWindow):
         if spec is None or (spec == self.doc.schedule_spec and not self.doc.edited):
             return
         try:
+            sched = self.doc.load_spec(spec)
+            if sched.content_hash() == self.doc.schedule_hash:
+                # The same schedule under another name: relabelled, not an edit (no undo step,
+                # nothing unsaved); only a choice that changes the schedule is one.
+                self.doc.replace_schedule(sched, spec, validated=True)
+                self.preferred_schedule, self.schedule_explicit = spec, True
+                return
             self.undo_stack.push(UseSchedule(self.doc, spec))
         except api.InputError as exc:
             QMessageBox.warning(self, "Cannot use schedule", str(exc))
@@ -345,6 +395,9 @@ class MainWindow(QMainWindow):
         self.measure_control.timer.stop()
         self.history.reset(self.doc.pipeline)
         self.projects.detach()
+        # The Size combo shows the size of what is open (a project saved at full size opens at full).
+        if self.doc.is_builtin and self.doc.size in zoo.SIZES and self.doc.size != self.pipeline_size:
+            self.use_size(self.doc.size)
 
     @Slot()
     def _on_document_changed(self) -> None:
@@ -384,6 +437,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _refresh_performance(self) -> None:
+        self.performance.IDLE_TEXT = IDLE_AUTO if self.measure_control.auto else IDLE_MANUAL  # what Auto is set to
         self.performance.show_state(self.doc, self.history, self.measure_service.pending(), self.measure_control.adams_request is not None)
 
     @Slot(object)
@@ -457,6 +511,23 @@ class MainWindow(QMainWindow):
         self.chrome.info_label.setText(f"{title} · {len(p.stages)} stages · {format_flop(p.flops())}" if p is not None else "")
 
     # --- editing and measuring --------------------------------------------------------
+    @Slot(str, str)
+    def schedule_action(self, stage: str, key: str) -> bool:
+        """A schedule action from the graph's context menu: select the stage, then run the
+        editor's quick action `key` (or open its form for a new directive: "add")."""
+        self.select_stage(stage)
+        self.editor_dock.show()
+        self.editor_dock.raise_()
+        if key == "add":
+            self.editor.begin_add()
+            return True
+        return self.editor.quick_action(key)
+
+    @Slot(str)
+    def _on_edit_rejected(self, message: str) -> None:
+        """A refused edit is said in the editor's message bar and in the status bar as well."""
+        self.statusBar().showMessage(f"Not applied: {message}", STATUS_MS)
+
     @Slot(int)
     def _on_edited(self, _index: int) -> None:
         """After every edit, undo and redo (the undo stack's index moved)."""
@@ -477,6 +548,7 @@ class MainWindow(QMainWindow):
     def set_auto_measure(self, on: bool) -> None:
         self.chrome.actions.auto_measure.setChecked(on)
         self.measure_control.set_auto(on)
+        self._refresh_performance()  # the idle text says what Auto does
 
     @Slot()
     def start_measurement(self) -> MeasureRequest | None:
@@ -559,6 +631,27 @@ class MainWindow(QMainWindow):
     @Slot()
     def show_about(self) -> None:
         QMessageBox.about(self, "About Schedule Explorer", about_html())
+
+    def shortcut_rows(self) -> list[tuple[str, str]]:
+        """(action, keys) for every action of the window that has a shortcut, menu order first."""
+        rows: list[tuple[str, str]] = []
+        seen: set[int] = set()
+        for action in [*self.menuBar().actions(), *self.findChildren(QAction)]:
+            menu = action.menu()
+            for a in menu.actions() if isinstance(menu, QMenu) else [action]:
+                keys = ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
+                if keys and id(a) not in seen:
+                    seen.add(id(a))
+                    rows.append((a.text().replace("&", "").removesuffix("…"), keys))
+        return rows
+
+    @Slot()
+    def show_shortcuts(self) -> QDialog:
+        return show_text(self, "Keyboard Shortcuts", shortcuts_html(self.shortcut_rows()))
+
+    @Slot()
+    def show_guide(self) -> QDialog:
+        return show_text(self, "Guide", GUIDE_HTML)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802  # Qt override
         if any(Path(u.toLocalFile()).suffix.lower() in DROPPABLE for u in event.mimeData().urls() if u.isLocalFile()):

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QPlainTextEdit
 from engine import api
 from engine.schedule import ScheduleError
 
+from .folders import remember_folder, start_folder
 from .model import project
 from .model.history import Variant
 from .model.project import SUFFIX, ProjectError
@@ -71,7 +72,8 @@ class ProjectController(QObject):
             return [value]
         return [str(v) for v in value] if isinstance(value, list) else []  # None: an empty list was stored
 
-    def _add_recent(self, path: Path) -> None:
+    def add_recent(self, path: Path) -> None:
+        """A project or model was opened or saved: first in the recent list."""
         self._set_recent([str(path)] + [p for p in self.recent() if p != str(path)])
 
     def forget_recent(self, path: str) -> None:
@@ -89,10 +91,10 @@ class ProjectController(QObject):
         for p in items:
             self.recent_menu.addAction(Path(p).name, self._opener(Path(p))).setStatusTip(p)
         if not items:
-            self.recent_menu.addAction("No recent projects").setEnabled(False)
+            self.recent_menu.addAction("No recent files").setEnabled(False)
 
     def _opener(self, path: Path) -> Callable[[], object]:
-        return lambda: self.open(path)
+        return lambda: self.w.open_file(path)  # a project or an imported model
 
     # --- saving -----------------------------------------------------------------------
     @Slot()
@@ -104,11 +106,12 @@ class ProjectController(QObject):
         if self.w.doc.pipeline is None:
             return False
         if path is None:
-            start = str(Path.cwd() / f"{self.w.doc.pipeline.name}{SUFFIX}")
+            start = str(start_folder(self.settings) / f"{self.w.doc.pipeline.name}{SUFFIX}")
             chosen, _ = QFileDialog.getSaveFileName(self.w, "Save project", start, FILTER)
             if not chosen:
                 return False
             path = Path(chosen)
+            remember_folder(self.settings, path)
             if not path.suffix:
                 path = path.with_suffix(SUFFIX)
         try:
@@ -118,7 +121,7 @@ class ProjectController(QObject):
             return False
         self.path = path
         self._mark_saved()
-        self._add_recent(path)
+        self.add_recent(path)
         self.w.statusBar().showMessage(f"Saved {path}", 5000)
         self.w.update_title()
         return True
@@ -141,8 +144,9 @@ class ProjectController(QObject):
     # --- opening ----------------------------------------------------------------------
     @Slot()
     def open_dialog(self) -> None:
-        chosen, _ = QFileDialog.getOpenFileName(self.w, "Open project", str(Path.cwd()), FILTER)
+        chosen, _ = QFileDialog.getOpenFileName(self.w, "Open project", str(start_folder(self.settings)), FILTER)
         if chosen:
+            remember_folder(self.settings, Path(chosen))
             self.open(Path(chosen))
 
     def open(self, path: Path) -> bool:
@@ -164,7 +168,7 @@ class ProjectController(QObject):
         self.notes.setPlainText(pr.notes)
         self.path = path
         self._mark_saved()
-        self._add_recent(path)
+        self.add_recent(path)
         w.update_title()
         note = _invalid_note(pr, w.history.variants)
         if note:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QUndoStack
+from PySide6.QtGui import QKeySequence, QShortcut, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -17,9 +17,10 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
     QScrollArea,
+    QSizePolicy,
     QTabBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -34,6 +35,7 @@ from .model.document import Document
 from .wheel_guard import guard_wheel
 
 ERROR_COLOR = "#c62828"
+ERROR_BACKGROUND = "rgba(198, 40, 40, 0.10)"  # a tint that reads on the light and the dark theme
 MUTED = "color: palette(placeholder-text)"
 
 
@@ -50,12 +52,11 @@ class ScheduleEditor(QWidget):
         self.heading = QLabel()
         self.heading.setStyleSheet("font-weight: bold")
         self.heading.setWordWrap(True)
-        self.quick: dict[str, QPushButton] = {}
+        self.quick: dict[str, QToolButton] = {}
         quick_row = QHBoxLayout()
         quick_row.setSpacing(3)
         for key, (label, tip, _fn) in edits.QUICK_ACTIONS.items():
-            b = QPushButton(label)
-            b.setMinimumWidth(44)  # the style's 80 px minimum would not fit five in a narrow dock
+            b = _button(label)
             b.setObjectName(f"quick_{key}")
             b.setToolTip(tip)
             b.clicked.connect(lambda _=False, k=key: self.quick_action(k))
@@ -78,7 +79,7 @@ class ScheduleEditor(QWidget):
         self.loops_label.setWordWrap(True)
         self.loops_label.setStyleSheet(MUTED)
         self.loops_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.buttons: dict[str, QPushButton] = {}
+        self.buttons: dict[str, QToolButton] = {}
         row = QHBoxLayout()
         row.setSpacing(3)
         for key, text, tip, slot in (
@@ -88,8 +89,7 @@ class ScheduleEditor(QWidget):
             ("up", "↑", "Move the selected directive earlier", lambda: self.move_selected(-1)),
             ("down", "↓", "Move the selected directive later", lambda: self.move_selected(1)),
         ):
-            b = QPushButton(text)
-            b.setMinimumWidth(32 if len(text) == 1 else 44)
+            b = _button(text)
             b.setObjectName(f"directive_{key}")
             b.setToolTip(tip)
             b.clicked.connect(slot)
@@ -108,25 +108,35 @@ class ScheduleEditor(QWidget):
         self.error.setObjectName("editor_error")
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.error.setStyleSheet(f"color: {ERROR_COLOR}")
+        # A message bar above the list, outside the scroll area: a refusal shows where the
+        # user just clicked (quick actions, the buttons) and never needs scrolling to (issue 20 item 2).
+        self.error.setStyleSheet(
+            f"color: {ERROR_COLOR}; background: {ERROR_BACKGROUND}; border: 1px solid {ERROR_COLOR}; border-radius: 3px; padding: 3px"
+        )
         self.error.hide()
         self.placeholder = QLabel("Select a stage (in the graph or the stage list) to edit its schedule.")
         self.placeholder.setWordWrap(True)
         self.placeholder.setStyleSheet(MUTED)
+        # Always in view: the stage, its quick actions, the message bar and the directive
+        # buttons. Only the list, the loops and the form scroll (opening the form must not
+        # squeeze the dock above this one), so no button is ever clipped or scrolled away.
+        self.top = QWidget()
+        top = QVBoxLayout(self.top)
+        top.setContentsMargins(6, 4, 6, 0)
+        top.addWidget(self.heading)
+        top.addLayout(quick_row)
+        top.addWidget(self.error)
+        top.addWidget(self.definition)
+        top.addLayout(row)
         self.body = QWidget()
         lay = QVBoxLayout(self.body)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.heading)
-        lay.addLayout(quick_row)
-        lay.addWidget(self.definition)
         lay.addWidget(self.list, 1)
-        lay.addLayout(row)
         lay.addWidget(self.loops_label)
         lay.addWidget(self.form_box)
-        lay.addWidget(self.error)
-        # In a scroll area: opening the form must not squeeze the dock above this one.
         content = QWidget()
         inner = QVBoxLayout(content)
+        inner.setContentsMargins(6, 2, 6, 4)
         inner.addWidget(self.placeholder)
         inner.addWidget(self.body, 1)
         self.scroll_area = scroll = QScrollArea()  # not `scroll`: that would hide QWidget.scroll()
@@ -136,7 +146,14 @@ class ScheduleEditor(QWidget):
         scroll.setWidget(content)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
+        outer.setSpacing(0)
+        outer.addWidget(self.top)
+        outer.addWidget(scroll, 1)
+        # Delete (or Backspace) in the list removes the selected directive (issue 20 item 10).
+        for keys in (QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence(Qt.Key.Key_Backspace)):
+            shortcut = QShortcut(keys, self.list)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(self.remove_selected)
         doc.changed.connect(self._on_document_changed)
         self.refresh()
 
@@ -174,6 +191,7 @@ class ScheduleEditor(QWidget):
         p, stage = self.doc.pipeline, self.stage
         self.placeholder.setVisible(stage is None)
         self.body.setVisible(stage is not None)
+        self.top.setVisible(stage is not None)
         if p is None or stage is None:
             return
         s = p.stage(stage)
@@ -297,3 +315,13 @@ class ScheduleEditor(QWidget):
             stage, update = self.stage, self.is_update
             if self._push(lambda: MoveDirective(self.doc, stage, update, row, delta)):
                 self.list.setCurrentRow(row + delta)
+
+
+def _button(text: str) -> QToolButton:
+    """A text button as wide as its text needs and no wider (a QPushButton's style minimum of
+    80 px made five quick actions overflow a narrow dock; squeezing them cut their labels)."""
+    b = QToolButton()
+    b.setText(text)
+    b.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    b.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    return b

@@ -174,17 +174,27 @@ class EdgeItem(QGraphicsPathItem):
 
     ARROW = 8.0
 
-    def __init__(self, points: list[tuple[float, float]]) -> None:
+    def __init__(self, points: list[tuple[float, float]], vertical: bool = False) -> None:
+        """`vertical`: the route runs top to bottom (curves leave and enter nodes vertically)."""
         super().__init__()
         pts = [QPointF(x, y) for x, y in points]
         tip = pts[-1]
-        pts[-1] = QPointF(tip.x() - self.ARROW + 1, tip.y())  # the line stops where the arrow head starts
+        a_ = self.ARROW
+        # The line stops where the arrow head starts.
+        pts[-1] = QPointF(tip.x(), tip.y() - a_ + 1) if vertical else QPointF(tip.x() - a_ + 1, tip.y())
         path = QPainterPath(pts[0])
         for a, b in zip(pts, pts[1:]):
-            dx = (b.x() - a.x()) / 2
-            path.cubicTo(QPointF(a.x() + dx, a.y()), QPointF(b.x() - dx, b.y()), b)
+            if vertical:
+                dy = (b.y() - a.y()) / 2
+                path.cubicTo(QPointF(a.x(), a.y() + dy), QPointF(b.x(), b.y() - dy), b)
+            else:
+                dx = (b.x() - a.x()) / 2
+                path.cubicTo(QPointF(a.x() + dx, a.y()), QPointF(b.x() - dx, b.y()), b)
         self.setPath(path)
-        self.arrow = QPolygonF([tip, QPointF(tip.x() - self.ARROW, tip.y() - 4), QPointF(tip.x() - self.ARROW, tip.y() + 4)])
+        if vertical:
+            self.arrow = QPolygonF([tip, QPointF(tip.x() - 4, tip.y() - a_), QPointF(tip.x() + 4, tip.y() - a_)])
+        else:
+            self.arrow = QPolygonF([tip, QPointF(tip.x() - a_, tip.y() - 4), QPointF(tip.x() - a_, tip.y() + 4)])
         self.hot = False
         self._apply_pen()
         self.setZValue(0)

@@ -1,4 +1,4 @@
-"""A layered left-to-right layout of a DAG (Sugiyama style, kept simple): longest-path
+"""A layered left-to-right (or top-to-bottom) layout of a DAG (Sugiyama style, kept simple): longest-path
 layers, dummy nodes on long edges, barycentre ordering sweeps that keep the ordering with
 the fewest crossings, then least-squares vertical placement under minimum gaps.
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 Point = tuple[float, float]
+DIRECTIONS = ("LR", "TB")  # left to right, top to bottom
 
 
 @dataclass
@@ -23,6 +24,19 @@ class Layout:
     routes: dict[tuple[str, str], list[Point]] = field(default_factory=dict)  # edge -> points from producer to consumer
     width: float = 0.0
     height: float = 0.0
+    direction: str = "LR"  # layers advance along x ("LR") or y ("TB")
+
+    def transposed(self) -> Layout:
+        """The same layout with x and y swapped (layers along the other axis)."""
+        return Layout(
+            {n: (y, x) for n, (x, y) in self.centers.items()},
+            {n: (h, w) for n, (w, h) in self.sizes.items()},
+            self.layers,
+            {e: [(y, x) for x, y in pts] for e, pts in self.routes.items()},
+            self.height,
+            self.width,
+            "TB" if self.direction == "LR" else "LR",
+        )
 
 
 def assign_layers(g: nx.DiGraph) -> dict[str, int]:
@@ -80,8 +94,18 @@ def layered_layout(
     column_gap: float = 44.0,
     row_gap: float = 18.0,
     sweeps: int = 6,
+    direction: str = "LR",
 ) -> Layout:
-    """Lay out `g` left to right; `size(node)` gives each node's (width, height)."""
+    """Lay out `g` left to right (`direction` "LR") or top to bottom ("TB"); `size(node)`
+    gives each node's (width, height). Top to bottom is the left-to-right layout of the
+    nodes turned on their side, transposed: one algorithm, two orientations."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"layout direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if direction == "TB":
+        # Nodes sit side by side in a row: a wider gap between them than between stacked ones.
+        return layered_layout(
+            g, lambda n: (size(n)[1], size(n)[0]), column_gap=column_gap, row_gap=row_gap * 1.5, sweeps=sweeps, direction="LR"
+        ).transposed()
     layer = assign_layers(g)
     sizes = {n: size(n) for n in g.nodes}
     nlayers = max(layer.values(), default=-1) + 1

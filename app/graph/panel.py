@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, QSize, QStringListModel, Qt, Slot
+from PySide6.QtCore import QRectF, QSettings, QSize, QStringListModel, Qt, Slot
 from PySide6.QtGui import QLinearGradient, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
     QCompleter,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from ..model.document import Document
 from ..model.history import StageTimes
+from .layout import DIRECTIONS
 from .view import HEAT_STOPS, INLINE_FILL, INPUT_BORDER, INPUT_FILL, GraphView
 
 
@@ -29,7 +30,8 @@ class HeatLegend(QWidget):
         super().__init__(parent)
         self.source = ""
         self.top_share = 0.0
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        # Shrinks with the window: the caption is elided first (the tooltip says it all).
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
 
     def set_state(self, source: str, top_share: float) -> None:
         self.source, self.top_share = source, top_share
@@ -49,6 +51,14 @@ class HeatLegend(QWidget):
         text_w = fm.horizontalAdvance(self._caption()) + fm.horizontalAdvance("  0%  100%  ") + 2 * fm.horizontalAdvance("input  inlined ")
         return QSize(self.BAR_W + text_w + 40, max(22, fm.height() + 8))
 
+    def _rest_width(self) -> int:
+        """Width of everything right of the caption (the gradient, its ends, the swatches)."""
+        fm = self.fontMetrics()
+        return self.BAR_W + fm.horizontalAdvance("  0%  100%  ") + 2 * fm.horizontalAdvance("input  inlined ") + 40
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802  # Qt override
+        return QSize(self._rest_width() + self.fontMetrics().horizontalAdvance("time…"), self.sizeHint().height())
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802  # Qt override
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -58,7 +68,7 @@ class HeatLegend(QWidget):
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
         x = 0.0
         p.setPen(ink)
-        caption = self._caption()
+        caption = fm.elidedText(self._caption(), Qt.TextElideMode.ElideRight, max(0, self.width() - self._rest_width()))
         p.drawText(QRectF(x, 0, fm.horizontalAdvance(caption) + 2, h), Qt.AlignmentFlag.AlignVCenter, caption)
         x += fm.horizontalAdvance(caption) + 10
         zero = "0%"
@@ -91,11 +101,16 @@ class HeatLegend(QWidget):
         p.end()
 
 
-class GraphPanel(QWidget):
-    """GraphView plus its bar. `show_document` redraws after any document change."""
+DIRECTION_KEY = "graph/direction"  # QSettings key: the layout direction the user chose last
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+
+class GraphPanel(QWidget):
+    """GraphView plus its bar. `show_document` redraws after any document change.
+    `settings` (organisation, application): where the chosen layout direction is kept."""
+
+    def __init__(self, parent: QWidget | None = None, settings: tuple[str, str] | None = None) -> None:
         super().__init__(parent)
+        self.settings = settings
         self.view = GraphView()
         self.view.setToolTip("")
         bar = QHBoxLayout()
@@ -125,12 +140,31 @@ class GraphPanel(QWidget):
         self.view.grouping_changed.connect(self._sync_group_button)
         bar.addWidget(self.group_button)
         self._sync_group_button()
+        # Layout direction: two exclusive buttons, the choice remembered across runs.
+        self.direction_buttons: dict[str, QToolButton] = {}
+        for direction, text, tip in (
+            ("LR", "→", "Lay the graph out left to right (inputs on the left)"),
+            ("TB", "↓", "Lay the graph out top to bottom (inputs at the top): long models read down the page"),
+        ):
+            b = QToolButton()
+            b.setObjectName(f"graph_direction_{direction}")
+            b.setText(text)
+            b.setToolTip(tip)
+            b.setCheckable(True)
+            b.setAutoRaise(True)
+            b.clicked.connect(lambda _=False, d=direction: self.set_direction(d))
+            bar.addWidget(b)
+            self.direction_buttons[direction] = b
+        self.view.direction_changed.connect(self.set_direction)
+        saved = QSettings(*settings).value(DIRECTION_KEY, "LR") if settings is not None else "LR"
+        self.view.set_direction(saved if saved in DIRECTIONS else "LR")  # a hand-edited setting is ignored
+        self._sync_direction_buttons()
         bar.addSpacing(10)
         self.find_edit = QLineEdit()
         self.find_edit.setObjectName("graph_find")
         self.find_edit.setPlaceholderText("Find stage (Ctrl+F)")
         self.find_edit.setClearButtonEnabled(True)
-        self.find_edit.setMinimumWidth(170)
+        self.find_edit.setMinimumWidth(110)
         self.find_edit.setMaximumWidth(240)
         self.find_edit.setToolTip("Type a stage name (or part of one) and press Enter to select and centre it")
         self._names = QStringListModel(self)
@@ -166,11 +200,27 @@ class GraphPanel(QWidget):
             return
         if self.view.set_pipeline(doc.pipeline):
             self._names.setStringList([s.name for s in doc.pipeline.stages])
+            self.find_edit.clear()  # the last model's search means nothing here
+            self.find_status.clear()
             self._fit_pending = True
             if self.isVisible():
                 self._fit_now()
         placements = {s.name: doc.placement_text(s.name) for s in doc.pipeline.stages}
         self.view.update_state(placements, times)
+
+    @Slot(str)
+    def set_direction(self, direction: str) -> None:
+        """Lay out left to right ("LR") or top to bottom ("TB"), fit, and remember the choice."""
+        self.view.set_direction(direction)
+        self._sync_direction_buttons()
+        if self.settings is not None:
+            QSettings(*self.settings).setValue(DIRECTION_KEY, direction)
+        if self.view.pipeline is not None:
+            self._fit_now()
+
+    def _sync_direction_buttons(self) -> None:
+        for d, b in self.direction_buttons.items():
+            b.setChecked(d == self.view.direction)
 
     @Slot()
     def _sync_group_button(self) -> None:

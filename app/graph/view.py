@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal, Slot
 from PySide6.QtGui import QContextMenuEvent, QKeyEvent, QMouseEvent, QPainter, QPalette, QWheelEvent
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QMenu, QWidget
 
 from engine.ir import Pipeline
 
+from ..model.edits import QUICK_ACTIONS
 from ..model.history import StageTimes
 from .groups import AUTO_GROUP_STAGES, Grouping, find_groups, visible_graph
 from .items import (  # noqa: F401  # re-exported: the graph's look is imported from here
@@ -39,7 +40,7 @@ from .items import (  # noqa: F401  # re-exported: the graph's look is imported 
     text_color_on,
     time_text,
 )
-from .layout import Layout, layered_layout
+from .layout import DIRECTIONS, Layout, layered_layout
 
 MAX_ZOOM, MIN_ZOOM = 3.0, 0.02
 READABLE_ZOOM = 0.4  # names drawn enlarged from LOD 0.22, every line from 0.7 (items.py)
@@ -51,6 +52,10 @@ class GraphView(QGraphicsView):
     stage_selected = Signal(object)
     legend_changed = Signal(str, float)  # source of the times, largest share
     grouping_changed = Signal()  # grouping turned on or off, or a group expanded or collapsed
+    # A node's context menu asked for a schedule action on a stage: (stage, key), key one of
+    # edits.QUICK_ACTIONS or "add" (open the editor's form for a new directive).
+    schedule_action = Signal(str, str)
+    direction_changed = Signal(str)  # "LR" or "TB", chosen in the context menu
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -77,6 +82,7 @@ class GraphView(QGraphicsView):
         self.grouping = Grouping()
         self.grouped = False
         self.expanded: set[str] = set()
+        self.direction = "LR"  # layers left to right, or "TB": top to bottom
         self._state: tuple[dict[str, str], StageTimes | None] = ({}, None)
         self._pipeline_hash = ""
         self._syncing = False
@@ -119,7 +125,9 @@ class GraphView(QGraphicsView):
         self.frames.clear()
         self.edges.clear()
         g = visible_graph(p.graph, self.grouping, self.expanded) if self.grouped else p.graph
-        self.layout_result = lay = layered_layout(g, lambda n: (NODE_W, INPUT_H if g.nodes[n]["kind"] == "input" else STAGE_H))
+        self.layout_result = lay = layered_layout(
+            g, lambda n: (NODE_W, INPUT_H if g.nodes[n]["kind"] == "input" else STAGE_H), direction=self.direction
+        )
         font = self.font()
         for name in g.nodes:
             kind = g.nodes[name]["kind"]
@@ -140,7 +148,7 @@ class GraphView(QGraphicsView):
             self.frames[gid] = GroupFrame(gid, self.grouping.labels[gid], box, font)
             scene.addItem(self.frames[gid])
         for (u, v), pts in lay.routes.items():
-            edge = EdgeItem(pts)
+            edge = EdgeItem(pts, vertical=self.direction == "TB")
             scene.addItem(edge)
             self.edges[(u, v)] = edge
         m = 40.0
@@ -200,6 +208,15 @@ class GraphView(QGraphicsView):
     def _group_placements(self, gid: str, placements: dict[str, str]) -> str:
         kinds = Counter("at" if placements.get(s, "").startswith("at ") else placements.get(s, "") for s in self.grouping.groups[gid])
         return " · ".join(f"{n} {k}" for k, n in kinds.most_common() if k)
+
+    def set_direction(self, direction: str) -> None:
+        """Lay the graph out left to right ("LR") or top to bottom ("TB")."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"layout direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        if direction != self.direction:
+            self.direction = direction
+            if self.pipeline is not None:
+                self._rebuild()
 
     # --- groups -----------------------------------------------------------------------
     def group_of(self, stage: str) -> str | None:
@@ -312,8 +329,24 @@ class GraphView(QGraphicsView):
             self.centerOn(rect.center())
         elif readable and self.zoom() < READABLE_ZOOM:
             self.set_zoom(READABLE_ZOOM)
-            seen = self.mapToScene(self.viewport().rect()).boundingRect()
-            self.centerOn(rect.left() + seen.width() / 2, rect.center().y())
+            self.centerOn(self._start_point(rect))
+
+    def _start_point(self, rect: QRectF) -> QPointF:
+        """Where a view too small for the whole graph is centred: on its first layers, across
+        from where their nodes are (not the middle of the whole graph: a long model drifts,
+        and its middle row at the start can be empty)."""
+        seen = self.mapToScene(self.viewport().rect()).boundingRect()
+        lay = self.layout_result
+        vertical = self.direction == "TB"
+        along = rect.top() + seen.height() / 2 if vertical else rect.left() + seen.width() / 2
+        if lay is None or not lay.centers:
+            return QPointF(rect.center().x(), along) if vertical else QPointF(along, rect.center().y())
+        reach = seen.height() if vertical else seen.width()
+        start = rect.top() if vertical else rect.left()
+        # The nodes in the part of the graph the view shows first, and the middle of them across.
+        across = [x if vertical else y for x, y in lay.centers.values() if (y if vertical else x) - start <= reach]
+        mid = (min(across) + max(across)) / 2 if across else (rect.center().x() if vertical else rect.center().y())
+        return QPointF(mid, along) if vertical else QPointF(along, mid)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802  # Qt override
         # Only a press on a stage reaches the scene: elsewhere (background, inputs, edges)
@@ -347,6 +380,8 @@ class GraphView(QGraphicsView):
             gid = item.name
         elif isinstance(item, NodeItem):
             gid = self.group_of(item.name)
+        if isinstance(item, NodeItem) and not isinstance(item, GroupItem) and item.kind != "input":
+            self._add_schedule_actions(menu, item.name)
         if isinstance(item, GroupItem):
             menu.addAction(f"Expand “{item.label}”", lambda: self.expand_group(item.name))
         elif gid is not None and gid in self.expanded:
@@ -361,8 +396,28 @@ class GraphView(QGraphicsView):
         act.setEnabled(bool(self.grouping))
         act.setToolTip("One node per layer of an imported model (from its module paths)")
         act.toggled.connect(self.set_grouped)
+        layout_menu = menu.addMenu("Layout")
+        for direction, text in (("LR", "Left to right"), ("TB", "Top to bottom")):
+            act = layout_menu.addAction(text)
+            act.setCheckable(True)
+            act.setChecked(self.direction == direction)
+            act.triggered.connect(lambda _=False, d=direction: self.direction_changed.emit(d))
         menu.addAction("Fit (F)", self.fit)
         return menu
+
+    def _add_schedule_actions(self, menu: QMenu, stage: str) -> None:
+        """The editor's quick actions and Add directive for the stage under the mouse."""
+        assert self.pipeline is not None
+        s = self.pipeline.stage(stage)
+        menu.addSection(f"Schedule {stage}")
+        for key, (label, tip, _fn) in QUICK_ACTIONS.items():
+            act = menu.addAction(label)
+            act.triggered.connect(lambda _=False, k=key: self.schedule_action.emit(stage, k))
+            act.setToolTip(tip)
+            if key == "inline" and (stage in self.pipeline.outputs or s.is_reduction):
+                act.setEnabled(False)  # as in the editor: an output or a reduction is never inlined
+        menu.addAction("Add directive…", lambda: self.schedule_action.emit(stage, "add"))
+        menu.addSeparator()
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802  # Qt override
         self.context_menu(event.pos()).exec(event.globalPos())

@@ -15,12 +15,14 @@ from PySide6.QtCore import QByteArray, QEvent, QObject, QPoint, Qt, Signal, Slot
 from PySide6.QtGui import QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QScrollArea,
     QStackedWidget,
     QStyle,
     QVBoxLayout,
@@ -169,17 +171,20 @@ class StartPage(QWidget):
         left.addLayout(gallery_head)
         left.addWidget(self.gallery, 1)
 
-        self.recent = self._list("start_recent", "Recent projects: click one to open it; right-click to remove it from the list")
+        self.recent = self._list("start_recent", "Recent projects and models: click one to open it; right-click to remove it from the list")
         _on_choice(self.recent, lambda item: self.project_chosen.emit(item.data(KEY_ROLE)))
         self.recent.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.recent.customContextMenuRequested.connect(self._recent_menu)
-        self.no_recent = _muted("No recent projects yet. File → Save Project As… (Ctrl+Shift+S) keeps a session as a project.")
+        self.no_recent = _muted(
+            "Nothing opened yet. Models you open and projects you save are listed here "
+            "(File → Save Project As…, Ctrl+Shift+S, keeps a session as a project)."
+        )
         self.models = self._list("start_models", "Sample ONNX models from resources/models: click one to import and open it")
         _on_choice(self.models, lambda item: self.model_chosen.emit(item.data(KEY_ROLE)))
         self._fill_models()
         right = QVBoxLayout()
         right.setSpacing(6)
-        right.addWidget(_heading("Recent projects"))
+        right.addWidget(_heading("Recent files"))
         right.addWidget(self.recent)
         right.addWidget(self.no_recent)
         right.addSpacing(14)
@@ -189,7 +194,8 @@ class StartPage(QWidget):
         right.addStretch(1)
         right_box = QWidget()
         right_box.setLayout(right)
-        right_box.setFixedWidth(340)
+        right_box.setMinimumWidth(240)  # narrower on a small screen, never wider than its lists need
+        right_box.setMaximumWidth(340)
         right.setContentsMargins(0, 0, 0, 0)
 
         body = QHBoxLayout()
@@ -327,7 +333,13 @@ class StartPageController(QObject):
         self.stack = stack  # index 0: the workspace's tabs
         self.version = layout_version
         self.page = StartPage()
-        stack.addWidget(self.page)
+        # In a scroll area: on a small screen the page scrolls instead of setting the window's minimum size.
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setObjectName("start_scroll")
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidget(self.page)
+        stack.addWidget(self.scroll_area)
         self._workspace_state: QByteArray | None = None  # the layout to go back to; None while the workspace shows
         self.page.pipeline_chosen.connect(self.open_builtin)
         self.page.project_chosen.connect(self.open_recent)
@@ -361,7 +373,7 @@ class StartPageController(QObject):
         for bar in self._bars():
             bar.hide()
             bar.toggleViewAction().setEnabled(False)  # View → a dock would show it over the page
-        self.stack.setCurrentWidget(self.page)
+        self.stack.setCurrentWidget(self.scroll_area)
         self.page.gallery.setFocus()
         w.update_title()
 
@@ -405,7 +417,7 @@ class StartPageController(QObject):
         if not Path(path).is_file():
             self.w.statusBar().showMessage(f"{path} was not found (moved or deleted?); right-click it to remove it from the list", 8000)
             return False
-        return self.w.projects.open(Path(path))
+        return self.w.open_file(Path(path))  # a project or a model
 
     @Slot(str)
     def _forget(self, path: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -291,7 +292,19 @@ def _node(n: Any, k: int, path: Path) -> Node:
         elif hasattr(v, "dims") and hasattr(v, "data_type"):
             v = numpy_helper.to_array(v)
         attrs[a.name] = v
-    return Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs, n.domain, n)
+    return Node(n.op_type, n.name or _name_from_outputs(n, k), list(n.input), list(n.output), attrs, n.domain, n)
+
+
+def _name_from_outputs(n: Any, k: int) -> str:
+    """A name for a node the exporter left unnamed: its first output tensor's name, which
+    usually carries the module path ('/layer1/layer1.0/conv1/Conv_output_0', so the stage
+    groups with its layer); a bare number ('123') gets the operator in front ('Conv_123').
+    The emitter sanitizes it to an identifier and makes it unique."""
+    out = next((o for o in n.output if o), "")
+    if not out:
+        return f"{n.op_type}_{k}"
+    out = re.sub(r"_output_\d+$", "", out)  # PyTorch's exporter: '/layer1/relu/Relu_output_0' names node '/layer1/relu/Relu'
+    return out if not out.lstrip("/")[:1].isdigit() else f"{n.op_type}_{out}"
 
 
 def _check_references(nodes: list[Node], defined: set[str], outputs: list[str], path: Path) -> None:
