@@ -5,13 +5,16 @@ baselines as reference lines. Clicking a point of the history asks to go back to
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QColor, QPalette, QResizeEvent
-from PySide6.QtWidgets import QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QPalette, QResizeEvent, QTextDocumentFragment
+from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
+from . import chart_export
+from .chart_export import Table
 from .model.history import PREDICTED_LABEL, Variant
 
 NEUTRAL_COLOR = "#6d6d6d"
@@ -48,9 +51,13 @@ def swatch(color: QColor, text: str, filled: bool = True) -> str:
 class Chart(QStackedWidget):
     """A plot under a one-line legend, or a line saying why there is no plot. (The legend
     sits outside the plot so it never covers a bar or a point.) The base of the app's charts
-    (StageBars, HistoryPlot, search.views.SearchPlot)."""
+    (StageBars, HistoryPlot, search.views.SearchPlot). Right-click exports it (chart_export):
+    PNG, SVG, and `data_table()`, what the chart plotted, as CSV. `scrolling`: the plot sits
+    in a vertical scroll area (a chart taller than its dock)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    export_name = "chart"  # the export's file name (a panel may add the pipeline's name)
+
+    def __init__(self, parent: QWidget | None = None, scrolling: bool = False) -> None:
         super().__init__(parent)
         self.message = QLabel()
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -61,16 +68,42 @@ class Chart(QStackedWidget):
         self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the chart
         self.plot = pg.PlotWidget()
         self.item = style_plot(self.plot, self)
+        self.export = chart_export.install(
+            self.plot, self.item, lambda: self.export_name, self.data_table, self.legend_text, self.extend_menu
+        )
         page = QWidget()
         lay = QVBoxLayout(page)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.plot, 1)
+        self.legend_row = QHBoxLayout()  # the legend, and any control a chart adds beside it
+        self.legend_row.setContentsMargins(0, 0, 0, 0)
+        self.legend_row.addWidget(self.legend, 1)
+        lay.addLayout(self.legend_row)
+        self.scroll_area: QScrollArea | None = None
+        if scrolling:
+            self.scroll_area = QScrollArea()
+            self.scroll_area.setWidget(self.plot)
+            self.scroll_area.setWidgetResizable(True)
+            self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+            self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            lay.addWidget(self.scroll_area, 1)
+        else:
+            lay.addWidget(self.plot, 1)
         self.addWidget(self.message)
         self.addWidget(page)
         self.page = page
         self.show_message("")
+
+    def data_table(self) -> Table:
+        """What the chart plots now, as rows (its CSV export); charts override this."""
+        return Table(["x", "y"])
+
+    def legend_text(self) -> str:
+        """The legend as plain text (the title of an exported picture)."""
+        return QTextDocumentFragment.fromHtml(self.legend.text()).toPlainText() if self.currentWidget() is self.page else ""
+
+    def extend_menu(self, menu: QMenu) -> None:
+        """Add a chart's own actions to its right-click menu (after the exports)."""
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802  # Qt override
         super().changeEvent(event)
@@ -97,21 +130,65 @@ class StageBars(Chart):
     labelled with its milliseconds. Shares, not ms, share the axis: the analytic estimate's
     absolute scale is rough, but where the time goes is what a schedule changes."""
 
+    export_name = "stage_times"
+
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, scrolling=True)
         self.plot.setToolTip(
             "Share of the run time per stage: light bars are the cost model's prediction, "
-            "solid bars the measurement (Halide's profiler, scaled to the median). Labels give milliseconds."
+            "solid bars the measurement (Halide's profiler, scaled to the median). Labels give milliseconds. "
+            "Right-click to export, or to show all stages."
         )
         self.item.showGrid(x=True, y=False, alpha=0.2)
         self.item.invertY(True)  # first stage on top, as in the stage list
         self.item.setLabel("bottom", "% of run time")
         self.shown: dict[str, dict[str, float]] = {}  # series -> stage -> ms (for tests)
+        self.plotted: list[str] = []  # the stages with a row, top to bottom
+        self._series: list[tuple[str, list[float]]] = []  # plotted: series -> share (%) per plotted stage
         self._args: tuple | None = None
         self._fitted = 0
+        # A big pipeline shows its hottest stages in the dock's height; "All stages" shows
+        # every stage, in pipeline order, in a chart that scrolls.
+        self.all_stages = False
+        self.all_check = QCheckBox("All stages")
+        self.all_check.setObjectName("all_stages")
+        self.all_check.setToolTip("Show every stage in pipeline order (the chart scrolls), not only the hottest that fit")
+        self.all_check.toggled.connect(self.set_all_stages)
+        self.all_check.hide()
+        self.legend_row.addWidget(self.all_check, 0, Qt.AlignmentFlag.AlignRight)
+
+    def _row_px(self) -> int:
+        return self.fontMetrics().height() + 2
 
     def _rows_that_fit(self) -> int:
-        return max(MIN_BARS, int((self.height() - 70) / (self.fontMetrics().height() + 2)))
+        return max(MIN_BARS, int((self.height() - 70) / self._row_px()))
+
+    def set_all_stages(self, on: bool) -> None:
+        """Every stage (scrolling) or the hottest that fit the dock."""
+        self.all_stages = on
+        if self.all_check.isChecked() != on:
+            self.all_check.setChecked(on)
+        self.redraw()
+
+    def extend_menu(self, menu: QMenu) -> None:
+        n = len(self._args[0]) if self._args is not None else 0
+        action = menu.addAction(f"Show all {n} stages (scroll)" if n else "Show all stages (scroll)")
+        action.setObjectName("all_stages")
+        action.setCheckable(True)
+        action.setChecked(self.all_stages)
+        action.toggled.connect(self.set_all_stages)
+
+    def data_table(self) -> Table:
+        header = ["stage"]
+        for name, _shares in self._series:
+            header += [f"{name} ms", f"{name} % of run time"]
+        rows: list[list[object]] = []
+        for k, stage in enumerate(self.plotted):
+            row: list[object] = [stage]
+            for name, shares in self._series:
+                row += [self.shown[name].get(stage, 0.0), shares[k]]
+            rows.append(row)
+        return Table(header, rows)
 
     def redraw(self) -> None:
         if self._args is not None:
@@ -119,7 +196,7 @@ class StageBars(Chart):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802  # Qt override
         super().resizeEvent(event)
-        if self._args is not None and len(self._args[0]) > MIN_BARS and self._rows_that_fit() != self._fitted:
+        if self._args is not None and not self.all_stages and len(self._args[0]) > MIN_BARS and self._rows_that_fit() != self._fitted:
             self.show_stages(*self._args)  # a big pipeline: as many rows as now fit
 
     def show_stages(
@@ -130,22 +207,32 @@ class StageBars(Chart):
         candidates = [(label, predicted, PREDICTED_COLOR, -0.19), ("measured", measured, MEASURED_COLOR, 0.19)]
         series = [(name, values, color, offset) for name, values, color, offset in candidates if values and sum(values.values()) > 0]
         self.shown = {name: dict(values) for name, values, _c, _o in series}
+        self.plotted, self._series = [], []
         if not series:
+            self.all_check.hide()
             self.show_message("Per-stage times appear here: the prediction after opening, the measurement after Measure.")
             return
         ink = self.palette().color(QPalette.ColorRole.Text)
         n_all = len(stages)
-        # As many rows as fit the dock (at least MIN_BARS); beyond that the hottest, hottest first.
+        # As many rows as fit the dock (at least MIN_BARS); beyond that the hottest, hottest
+        # first; or every stage in pipeline order, the plot as tall as its rows (it scrolls).
         fits = self._fitted = self._rows_that_fit()
-        if n_all > fits:
-            key = series[-1][1]
-            stages = sorted(stages, key=lambda s: -key.get(s, 0.0))[:fits]
+        self.all_check.setVisible(n_all > fits or self.all_stages)
+        if self.all_stages:
+            self.plot.setMinimumHeight(n_all * self._row_px() + 70)
+        else:
+            self.plot.setMinimumHeight(0)
+            if n_all > fits:
+                key = series[-1][1]
+                stages = sorted(stages, key=lambda s: -key.get(s, 0.0))[:fits]
+        self.plotted = list(stages)
         ys = list(range(len(stages)))
         height = 0.36 if len(series) == 2 else 0.6
         top = max(max(100 * v / sum(vals.values()) for v in vals.values()) for _n, vals, _c, _o in series)
         for name, values, color, offset in series:
             total = sum(values.values())
             shares = [100 * values.get(s, 0.0) / total for s in stages]
+            self._series.append((name, shares))
             y = [v + (offset if len(series) == 2 else 0) for v in ys]
             bars = pg.BarGraphItem(x0=0, y=y, height=height, width=shares, brush=color, pen=pg.mkPen(color.darker(125)))
             self.item.addItem(bars)
@@ -165,6 +252,7 @@ class StageBars(Chart):
         legend = [swatch(color, name) for name, _v, color, _o in series]
         legend[-1] += " (ms labelled)"
         some = f" ({len(stages)} hottest of {n_all} stages)" if n_all > len(stages) else ""
+        some = f" (all {n_all} stages; scroll)" if self.all_stages and n_all > fits else some
         self.item.setLabel("bottom", f"% of run time{some}")
         self.show_plot(legend)
 
@@ -173,10 +261,17 @@ class HistoryPlot(Chart):
     """Run time per variant of this session (x: variant number, y: ms, log scale)."""
 
     variant_clicked = Signal(int)  # variant number
+    export_name = "history"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot.setToolTip("Every schedule of this session: hollow = predicted, filled = measured. Click a point to go back to it.")
+        self.plot.setToolTip(
+            "Every schedule of this session: hollow = predicted, filled = measured. Click a point to go back to it; "
+            "right-click to export the chart or the measurement history."
+        )
+        # The whole measurement history (every field of every measurement) as a table: set by
+        # the window (app/analysis.py), offered beside the chart's own data in the menu.
+        self.history_table: Callable[[], Table] | None = None
         self.item.showGrid(x=False, y=True, alpha=0.2)
         self.item.setLogMode(x=False, y=True)
         self.item.setLabel("bottom", "variant")
@@ -187,6 +282,26 @@ class HistoryPlot(Chart):
     def redraw(self) -> None:
         if self._args is not None:
             self.show_history(*self._args)
+
+    def data_table(self) -> Table:
+        """One row per variant with a point, then one per baseline line."""
+        if self._args is None:
+            return Table(["variant", "label", "predicted_ms", "measured_ms"])
+        variants, _current, baselines = self._args
+        pred, meas = dict(self.points.get("predicted", [])), dict(self.points.get("measured", []))
+        rows: list[list[object]] = [
+            [v.number, v.label, pred.get(v.number), meas.get(v.number)] for v in variants if v.number in pred or v.number in meas
+        ]
+        rows += [["", f"{name} (baseline)", None, ms] for name, ms in baselines.items()] if rows else []
+        return Table(["variant", "label", "predicted_ms", "measured_ms"], rows)
+
+    def extend_menu(self, menu: QMenu) -> None:
+        if self.history_table is not None:
+            table = self.history_table
+            action = menu.addAction("Export measurement history as CSV…")
+            action.setObjectName("export_history")
+            action.setEnabled(bool(table().rows))
+            action.triggered.connect(lambda: chart_export.save_csv(self, "measurement_history", table))
 
     def _on_points_clicked(self, _item: object, points: Any, _event: object) -> None:
         if len(points) > 0:  # points: a numpy array of pyqtgraph's SpotItems under the click, topmost first

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QMessageBox, QPushButton, QSc
 
 from engine.costmodel import default_model
 from engine.measure import Measurement, autoscheduler_of
-from engine.schedule import ScheduleError, validate
+from engine.schedule import Schedule, ScheduleError, validate
 from engine.search import STRATEGIES, Progress, SearchResult, Trial
 
 from ..model.commands import ScheduleCommand
@@ -19,6 +19,7 @@ from ..model.document import Document
 from ..model.history import SessionHistory
 from ..performance import ERROR_COLOR, NEUTRAL_COLOR, OK_COLOR
 from .controls import SearchControls
+from .preview import CandidatePreview
 from .views import CandidateTable, SearchPlot, fmt_ms
 from .worker import ADAMS, SearchRequest, SearchService
 
@@ -30,6 +31,8 @@ class SearchPanel(QWidget):
     """Controls and status on the left, the live plot in the middle, the candidates on the right."""
 
     measured = Signal(object)  # a baseline Measurement of the open pipeline (for the session history)
+    applied = Signal(object)  # the Schedule of a candidate just applied (the window shows its measured per-stage times)
+    compare_requested = Signal(str, object)  # a candidate's label and Schedule, to compare with the current schedule
 
     def __init__(self, doc: Document, history: SessionHistory, undo_stack: QUndoStack, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -53,6 +56,7 @@ class SearchPanel(QWidget):
         self.service.finished.connect(self._on_finished)
         doc.pipeline_changed.connect(self._on_pipeline_changed)
         doc.changed.connect(self._sync_buttons)
+        doc.changed.connect(self._preview_selected)  # the diff is against the current schedule
         history.changed.connect(self._baselines_from_history)
         self._sync_buttons()
 
@@ -67,13 +71,27 @@ class SearchPanel(QWidget):
         self.table = CandidateTable()
         self.table.doubleClicked.connect(self._on_double_clicked)
         self.table.itemSelectionChanged.connect(self._sync_buttons)
+        self.table.itemSelectionChanged.connect(self._preview_selected)
         self.apply_button = QPushButton("Apply")
         self.apply_button.setToolTip("Use the selected candidate as the document's schedule (one undoable step; Ctrl+Z goes back)")
         self.apply_button.clicked.connect(self.apply_selected)
+        self.compare_button = QPushButton("Compare…")
+        self.compare_button.setToolTip("The selected candidate beside the current schedule: per-stage diff, times and loop nests")
+        self.compare_button.clicked.connect(self.compare_selected)
+        # Before Apply: the selected candidate's schedule diff and loop nest (nothing applied).
+        self.preview = CandidatePreview()
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.table)
+        tables.addWidget(self.preview)
+        tables.setSizes([300, 300])
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.compare_button)
+        buttons.addWidget(self.apply_button)
         right = QVBoxLayout()
         right.setContentsMargins(0, 0, 0, 0)
-        right.addWidget(self.table, 1)
-        right.addWidget(self.apply_button, 0, Qt.AlignmentFlag.AlignRight)
+        right.addWidget(tables, 1)
+        right.addLayout(buttons)
         right_box = QWidget()
         right_box.setLayout(right)
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -108,6 +126,7 @@ class SearchPanel(QWidget):
         self.strategy = name
         self.pipeline_hash, self.reference_hash = p.content_hash(), self.doc.schedule_hash
         self.table.clear_trials()
+        self.preview.clear()
         self.plot.clear_data(getattr(default_model(), "name", "cost model"))  # the model the worker will use
         self._baselines_from_history()
         measure_baselines = c.baselines_check.isChecked()
@@ -266,7 +285,40 @@ class SearchPanel(QWidget):
         label = f"apply search trial #{t.index + 1} ({self.strategy})"
         self.undo_stack.push(ScheduleCommand(self.doc, t.schedule, label, validated=True))  # just validated above
         self._sync_buttons()
+        self.applied.emit(t.schedule)
         return True
+
+    def trial_label(self, t: Trial) -> str:
+        return f"search trial #{t.index + 1} ({self.strategy})"
+
+    def candidates(self) -> list[tuple[str, Schedule]]:
+        """The verified candidates of the shown search, if they belong to the open pipeline (for Compare)."""
+        p = self.doc.pipeline
+        if p is None or p.content_hash() != self.pipeline_hash:
+            return []
+        trials = sorted(self.table.trials.values(), key=lambda t: t.index)
+        return [(self.trial_label(t), t.schedule) for t in trials if t.verified]
+
+    @Slot()
+    def compare_selected(self) -> bool:
+        t = self.table.selected_trial()
+        if t is None or not self._belongs():
+            return False
+        self.compare_requested.emit(self.trial_label(t), t.schedule)
+        return True
+
+    @Slot()
+    def _preview_selected(self) -> None:
+        t = self.table.selected_trial()
+        p = self.doc.pipeline
+        if t is None or p is None or not self._belongs():
+            self.preview.clear()
+            return
+        self.preview.show_trial(p, self.doc.schedule, t, self.trial_label(t))
+
+    def _belongs(self) -> bool:
+        p = self.doc.pipeline
+        return p is not None and p.content_hash() == self.pipeline_hash
 
     # --- state ----------------------------------------------------------------------------
     @Slot()
@@ -278,6 +330,7 @@ class SearchPanel(QWidget):
         self.pipeline_hash, self.request = "", None
         self.result, self.last = None, None
         self.table.clear_trials()
+        self.preview.clear()
         self.plot.clear_data()
         self._set_status(IDLE_TEXT, NEUTRAL_COLOR)
 
@@ -286,5 +339,6 @@ class SearchPanel(QWidget):
         busy = self.service.busy
         self.controls.set_state(busy, self._cancelling, self.doc.pipeline is not None and self.controls.strategy in STRATEGIES)
         self.apply_button.setEnabled(self.can_apply())
+        self.compare_button.setEnabled(self.table.selected_trial() is not None and self._belongs())
         if not busy:
             self._tick.stop()

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from engine.search import Trial
 
+from ..chart_export import Table
 from ..perf_charts import ADAMS_COLOR, MEASURED_COLOR, PREDICTED_COLOR, Chart, log_ticks, swatch
 from ..performance import ERROR_COLOR, OK_COLOR
 
@@ -33,11 +34,13 @@ class SearchPlot(Chart):
     time as a faint dot, and horizontal lines for the baselines (current schedule, Halide's
     autoschedulers)."""
 
+    export_name = "search_progress"
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.plot.setToolTip(
             "Best verified measurement so far (solid) and the cost model's best prediction so far (dashed) after each trial; "
-            "faint dots: each trial's measured time; dashed lines: the baselines"
+            "faint dots: each trial's measured time; dashed lines: the baselines. Right-click to export."
         )
         self.item.showGrid(x=False, y=True, alpha=0.2)
         self.item.setLogMode(x=False, y=True)
@@ -77,6 +80,19 @@ class SearchPlot(Chart):
         elif error:
             self.failed_baselines[label] = error
         self.redraw()
+
+    def data_table(self) -> Table:
+        """Per trial: the best measured and predicted so far and the trial's own time; then the baselines."""
+        by_trial: dict[int, dict[str, float]] = {}
+        for series in ("measured", "predicted", "trials"):
+            for n, ms in self.points[series]:
+                by_trial.setdefault(n, {})[series] = ms
+        header = ["trial", "best_measured_ms", "best_predicted_ms", "trial_measured_ms", "baseline", "baseline_ms"]
+        rows: list[list[object]] = [
+            [n, got.get("measured"), got.get("predicted"), got.get("trials"), "", None] for n, got in sorted(by_trial.items())
+        ]
+        rows += [["", None, None, None, label, ms] for label, ms in self.baselines.items()]
+        return Table(header, rows)
 
     def redraw(self) -> None:
         self.item.clear()
