@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from engine import api, zoo
 from engine.measure import Measurement
 
-from . import chrome
+from . import analysis, chrome
 from .about import GUIDE_HTML, about_html, format_flop, shortcuts_html, show_text, versions  # noqa: F401  # versions: re-exported
 from .code_view import CodeView, LoopNestView, SourcePane
 from .folders import remember_folder, start_folder
@@ -108,6 +108,7 @@ class MainWindow(QMainWindow):
         self.start = StartPageController(self, self.central, LAYOUT_VERSION)
         self.start_page = self.start.page
         self.chrome = chrome.build(self)
+        self.analysis = analysis.install(self)  # View → Compare…, history CSV, a candidate's profile after Apply
         self.chrome.schedule_combo.activated.connect(self._on_schedule_chosen)
         self.chrome.size_combo.activated.connect(self._on_size_chosen)
         self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
