@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel | placement`: the benchmarks from the command line.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -202,6 +202,44 @@ def _costmodel(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
 
 
+# --- bench placement --------------------------------------------------------------------------
+def _placement_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("placement", help="every placement policy on the zoo and sample models under each device profile (simulated)")
+    bp.add_argument("--json", action="store_true")
+    zoo_or_none = A.names_in(A.zoo_names, "pipeline", special=["none"])
+    bp.add_argument("--pipelines", type=zoo_or_none, help="zoo subset (comma-separated, or 'none'; default all)")
+    bp.add_argument("--models", type=A.input_files, help="comma-separated model files (default: the sample ONNX and TensorFlow models)")
+    bp.add_argument("--no-models", action="store_true", help="no sample models, only the zoo")
+    bp.add_argument("--profiles", help="comma-separated device profiles: shipped names or .json files (default: every shipped one)")
+    bp.add_argument("--policies", help="comma-separated placement policies (default: every registered one, the learned included)")
+    bp.add_argument("--size", choices=zoo.SIZES, default="full")
+    bp.add_argument("--train-s", type=A.positive_seconds, default=2.0, help="each learned policy's training budget per case")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _placement(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.placement import bench_placement  # noqa: PLC0415
+    from ..placement.devices import ProfileError, load_profile  # noqa: PLC0415
+    from ..placement.policies import placers  # noqa: PLC0415
+
+    profiles = A.split(args.profiles)
+    for name in profiles or []:
+        try:
+            load_profile(name)
+        except ProfileError as exc:
+            raise A.CliError(f"--profiles: {exc}") from None
+    policies = A.split(args.policies)
+    unknown = [p for p in policies or [] if p not in placers()]
+    if unknown:
+        raise A.CliError(f"--policies: unknown placement policy {', '.join(unknown)} (policies: {', '.join(placers())})")
+    pipelines = [] if args.pipelines == "none" else A.split(args.pipelines)
+    models = [] if args.no_models else A.split(args.models)
+    return bench_placement(
+        pipelines=pipelines, models=models, profiles=profiles, policies=policies, size=args.size, train_s=args.train_s, seed=args.seed
+    )
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
@@ -210,6 +248,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "search": (_search_parser, _search),
     "fuzz": (_fuzz_parser, _fuzz),
     "costmodel": (_costmodel_parser, _costmodel),
+    "placement": (_placement_parser, _placement),
 }
 
 
