@@ -27,6 +27,7 @@ SLOW_MODULES = {
     "test_costmodel_batch", "test_costmodel_files", "test_costmodel_learned", "test_features_incremental", "test_heuristic",
     "test_measure", "test_onnx_import", "test_peers", "test_reliability", "test_search_contract", "test_search_greedy",
     "test_search_lamcts", "test_segments", "test_torch_import", "test_wheel",
+    "test_cli_place_run",
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
     "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
@@ -37,7 +38,7 @@ SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real co
 PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
     "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
-    "test_placement_simulator", "test_placement_profiles", "test_placement_policies",
+    "test_placement_simulator", "test_placement_profiles", "test_placement_policies", "test_cli_place",
 }  # fmt: skip
 
 
