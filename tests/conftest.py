@@ -27,6 +27,7 @@ SLOW_MODULES = {
     "test_costmodel_batch", "test_costmodel_files", "test_costmodel_learned", "test_features_incremental", "test_heuristic",
     "test_measure", "test_onnx_import", "test_peers", "test_reliability", "test_search_contract", "test_search_greedy",
     "test_search_lamcts", "test_segments", "test_torch_import", "test_wheel",
+    "test_tensorflow_import",
     "test_cli_place_run",
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
