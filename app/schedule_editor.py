@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QKeySequence, QShortcut, QUndoStack
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -240,11 +240,26 @@ class ScheduleEditor(QWidget):
     def show_error(self, message: str) -> None:
         self.error.setText(message)
         self.error.show()
+        self._fit_error()
         self.edit_rejected.emit(message)
 
     def clear_error(self) -> None:
         self.error.clear()
+        self.error.setMinimumHeight(0)
         self.error.hide()
+
+    def _fit_error(self) -> None:
+        """Give the message all the lines it wraps to. A layout's minimum ignores word wrap,
+        so a short dock would cut the message to one line: as a minimum height the message
+        takes its room from the list below it (and the window from the dock above)."""
+        if not self.error.isHidden():
+            width = self.error.width() if self.error.width() > 50 else self.top.width() - 12
+            self.error.setMinimumHeight(self.error.heightForWidth(max(width, 50)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802  # Qt override
+        super().resizeEvent(event)
+        if not self.error.isHidden():
+            QTimer.singleShot(0, self._fit_error)  # once the label has its new width
 
     def quick_action(self, key: str) -> bool:
         if self.stage is None:
