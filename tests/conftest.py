@@ -29,6 +29,7 @@ SLOW_MODULES = {
     "test_search_lamcts", "test_segments", "test_torch_import", "test_wheel",
     "test_tensorflow_import",
     "test_cli_place_run",
+    "test_placement_execute",
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
     "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
