@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,10 +123,16 @@ def _from_keras_file(path: Path) -> _Graph:
     _tf()
     import keras  # noqa: PLC0415
 
+    if not zipfile.is_zipfile(path):
+        raise ModelImportError(
+            f"{path}: not a loadable Keras model (a .keras file is a zip archive; this is not: truncated or another file type?)"
+        )
     try:
         model = keras.saving.load_model(str(path), compile=False, safe_mode=True)
     except Exception as exc:  # noqa: BLE001  # Keras raises many types for a bad or unsafe file
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "safe_mode" in why:  # Keras' own advice (safe_mode=False) is not ours to take
+            why = why.split(". ")[0] + "; Schedule Explorer never runs code from a model file (it loads Keras files with safe_mode=True)"
         raise ModelImportError(f"{path}: not a loadable Keras model ({type(exc).__name__}: {why})") from None
     graph = _from_keras_model(model, str(path))
     graph.kind = "keras"
