@@ -72,11 +72,14 @@ def register(sub: Any) -> None:
     sp.add_argument("--lang", choices=["cpp", "python"], default="cpp")
     sp = sub.add_parser(
         "import",
-        help="import an ONNX model or a PyTorch module into a pipeline and report the mapping",
-        description="MODEL.onnx, or path/model.py:ClassName with --input-shape. A .py file is imported, which RUNS ITS CODE: "
+        help="import an ONNX, TensorFlow or PyTorch model into a pipeline and report the mapping",
+        description="MODEL.onnx, a TensorFlow model (MODEL.keras, a SavedModel directory, a frozen GraphDef .pb), "
+        "or path/model.py:ClassName with --input-shape. A .py file is imported, which RUNS ITS CODE: "
         "name only your own files. Its class is built without arguments and traced with torch.fx.",
     )
-    sp.add_argument("model", help="MODEL.onnx, or path/to/model.py:ClassName (runs that file's code)")
+    sp.add_argument(
+        "model", help="MODEL.onnx, MODEL.keras, a SavedModel directory, a .pb, or path/to/model.py:ClassName (runs that file's code)"
+    )
     sp.add_argument(
         "--input-shape", action="append", default=[], help="PyTorch: an example input's shape, e.g. 1,3,224,224 (once per input)"
     )
@@ -196,10 +199,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     from .. import frontends  # noqa: PLC0415  # onnx / torch load only for this command
 
     wdir = Path(args.weights_dir) if args.weights_dir else None
-    if args.model.lower().endswith(".onnx"):
+    if frontends.is_model_file(args.model):  # ONNX, or TensorFlow (.keras, .pb, a SavedModel directory)
         if args.input_shape:
-            raise CliError("--input-shape is for PyTorch modules; an ONNX model's shapes are in the file")
-        res = frontends.import_onnx(args.model, wdir)
+            raise CliError("--input-shape is for PyTorch modules; an ONNX or TensorFlow model's shapes are in the file")
+        res = frontends.import_model(args.model, wdir)
     else:
         if not args.input_shape:
             raise CliError("a PyTorch module needs --input-shape (e.g. --input-shape 1,3,224,224), or give an .onnx file")
