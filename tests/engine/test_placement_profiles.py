@@ -136,3 +136,15 @@ def test_the_local_profile_is_this_machines_cores_measured():
     if len(cores) > 1:
         assert prof.link(0, 1).bandwidth == prof.devices[0].mem_bandwidth  # shared memory: a memcpy
     assert load_profile("local") is not None
+
+
+def test_a_profile_round_trips_through_its_json():
+    from engine.placement.devices import parse_profile
+
+    for name in shipped_profiles():
+        prof = load_profile(name)
+        again = parse_profile(json.loads(json.dumps(prof.to_json())), "again.json")
+        assert again.devices == prof.devices
+        assert {(lk.a, lk.b, lk.latency_s, lk.bandwidth) for lk in again.links} == {
+            (lk.a, lk.b, lk.latency_s, lk.bandwidth) for lk in prof.links
+        }

@@ -162,3 +162,26 @@ def _shipped(name):
     from engine.placement.devices import load_profile
 
     return load_profile(name)
+
+
+def test_without_the_timeline_the_figures_are_the_same():
+    from engine.placement.devices import load_profile
+
+    prof = load_profile("cpu_4gpu_pcie")
+    g = random_graph(120, 2)
+    c = roofline_costs(g, prof)
+    placement = [(i * 7) % len(prof.devices) for i in range(len(g))]
+    full, fast = simulate(g, prof, c, placement), simulate(g, prof, c, placement, timeline=False)
+    assert fast.timeline == () and len(full.timeline) == len(g) + full.transfers
+    assert (fast.makespan_s, fast.peak_memory_bytes, fast.transfer_bytes, fast.busy_s) == (
+        full.makespan_s,
+        full.peak_memory_bytes,
+        full.transfer_bytes,
+        full.busy_s,
+    )
+    # Every node starts after its inputs are on its device, and no device runs two nodes at once.
+    for a, b in g.edges:
+        assert full.start_s[b] >= full.finish_s[a]
+    for d in range(len(prof.devices)):
+        spans = sorted((full.start_s[i], full.finish_s[i]) for i in range(len(g)) if placement[i] == d)
+        assert all(x[1] <= y[0] + 1e-15 for x, y in zip(spans, spans[1:]))
