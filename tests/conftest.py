@@ -36,6 +36,7 @@ SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real co
     "test_a_session_from_the_start_page_to_a_reopened_project", "test_fuzzed_projects_raise_only_project_error",
     "test_search_runs_off_thread_fills_table_and_plot_and_applies_undoably", "test_auto_measure_is_debounced_and_measures_the_last_edit",
     "test_queue_runs_one_at_a_time_and_drops_cancelled_requests",
+    "test_applied_candidate_shows_its_measured_per_stage_bars",
 }  # fmt: skip
 PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
