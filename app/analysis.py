@@ -31,6 +31,9 @@ class Analysis(QObject):
     def __init__(self, w: MainWindow) -> None:
         super().__init__(w)
         self.w = w
+        from .main_window import SETTINGS_APP, SETTINGS_ORG  # noqa: PLC0415  # the window imports this module
+
+        chart_export.use_settings((SETTINGS_ORG, SETTINGS_APP))  # exports start in the folder the window's dialogs use
         self.dialog: CompareDialog | None = None
         self.compare_action = QAction("&Compare Variants…", w)
         self.compare_action.setObjectName("compare_variants")

@@ -18,6 +18,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
+from .folders import remember_folder, start_folder
+
 FORMATS = {"png": "PNG image (*.png)", "svg": "SVG vector image (*.svg)", "csv": "CSV data (*.csv)"}
 PNG_SCALE = 2  # the PNG at twice the on-screen size: sharp on a slide or in a report
 
@@ -106,19 +108,28 @@ def export(path: Path, item: pg.PlotItem, table: Table, title: str = "") -> None
         path.write_bytes(image_bytes(item, fmt, title))
 
 
-_last_dir: list[str] = []  # the folder of the last export this session (the dialog starts there)
+_settings: list[tuple[str, str]] = []  # the window's QSettings (organization, application), once it says
+
+
+def use_settings(settings: tuple[str, str]) -> None:
+    """Where the window keeps its settings: export dialogs then share its last folder (app/folders.py)."""
+    _settings[:] = [settings]
 
 
 def ask_path(parent: QWidget, name: str, fmt: str) -> Path | None:
-    """A save dialog for one format, starting in the last export folder (else Documents)."""
-    start = _last_dir[0] if _last_dir else QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    """A save dialog for one format, starting in the last folder used (else Documents)."""
+    if _settings:
+        start = str(start_folder(_settings[0]))
+    else:
+        start = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
     chosen, _ = QFileDialog.getSaveFileName(parent, f"Export {name}", str(Path(start) / f"{name}.{fmt}"), FORMATS[fmt])
     if not chosen:
         return None
     path = Path(chosen)
     if path.suffix.lower() != f".{fmt}":
         path = path.with_name(path.name + f".{fmt}")
-    _last_dir[:] = [str(path.parent)]
+    if _settings:
+        remember_folder(_settings[0], path.parent)
     return path
 
 

@@ -134,10 +134,11 @@ def compare(p: Pipeline, a: Side, b: Side) -> Comparison:
     return Comparison(rows, source, ta, tb, total_source)
 
 
-def speedup_words(x: float | None) -> tuple[str, str]:
-    """'1.83× faster' and its colour; '–' when there is no ratio."""
+def speedup_words(x: float | None, zero: bool = False) -> tuple[str, str]:
+    """'1.83× faster' and its colour; '–' when there is no ratio (`zero`: because one side
+    spends no time of its own there, e.g. the stage is inlined)."""
     if x is None or not math.isfinite(x):
-        return "–", NEUTRAL_COLOR
+        return ("– (0 ms on one side)" if zero else "–"), NEUTRAL_COLOR
     if abs(x - 1) < 0.005:
         return "1.00× (same)", NEUTRAL_COLOR
     return (f"{x:.2f}× faster", FASTER_COLOR) if x > 1 else (f"{1 / x:.2f}× slower", SLOWER_COLOR)
@@ -148,7 +149,8 @@ def _ms(v: float | None) -> str:
 
 
 def tint_stages(view: LoopNestView, spans: dict[str, tuple[int, int]], stages: list[str]) -> None:
-    """Tint the lines of `stages` in a loop-nest view (the stages two schedules differ on)."""
+    """Tint the first line ("produce ...") of each of `stages` in a loop-nest view (the stages
+    two schedules differ on): a stage's whole span would tint its consumers' nests too."""
     sels = []
     doc = view.document()
     for st in stages:
@@ -160,10 +162,7 @@ def tint_stages(view: LoopNestView, spans: dict[str, tuple[int, int]], stages: l
         fmt.setBackground(QBrush(DIFF_TINT))
         fmt.setProperty(QTextCharFormat.Property.FullWidthSelection, True)
         sel.format = fmt
-        c = QTextCursor(doc.findBlockByNumber(span[0]))
-        last = doc.findBlockByNumber(span[1])
-        c.setPosition(last.position() + last.length() - 1, QTextCursor.MoveMode.KeepAnchor)
-        sel.cursor = c
+        sel.cursor = QTextCursor(doc.findBlockByNumber(span[0]))
         sels.append(sel)
     view.setExtraSelections(sels)
 
@@ -257,6 +256,7 @@ class CompareDialog(QDialog):
             lay.addWidget(label)
             lay.addWidget(view, 1)
             nests.addWidget(box)
+        nests.setSizes([500, 500])  # halves, whatever the texts' widths
         table_box = QWidget()
         tl = QVBoxLayout(table_box)
         tl.setContentsMargins(0, 0, 0, 0)
@@ -354,6 +354,9 @@ class CompareDialog(QDialog):
         assert p is not None
         label, sched = self.choices[k]
         h = sched.content_hash()
+        variant = self.history.variant(h)
+        if label == self.CURRENT and variant is not None:
+            label = f"{self.CURRENT} (#{variant.number}: {variant.label})"
         if self._pipeline_hash != p.content_hash():
             self._predictions, self._pipeline_hash = {}, p.content_hash()
         m = self.history.measurement(h)
@@ -410,7 +413,7 @@ class CompareDialog(QDialog):
         bold = QFont(self.font())
         bold.setBold(True)
         for i, r in enumerate(rows):
-            words, color = speedup_words(r.speedup)
+            words, color = speedup_words(r.speedup, zero=0.0 in (r.a_ms, r.b_ms))
             cells = [r.stage, r.a, r.b, _ms(r.a_ms), _ms(r.b_ms), words]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)

@@ -71,8 +71,6 @@ class CandidatePreview(QWidget):
             lines.append(f"unchanged ({len(same)}): {', '.join(same)}")
         self.diff.set_text("\n".join(lines) if self.differing else "Same schedule as the current one.")
         changed = len(self.differing)
-        measured = f"{t.measured_ms:.4g} ms measured" if t.verified and t.measured_ms is not None else f"failed: {t.error or '?'}"
-        self.header.setText(
-            f"<b>{label}</b> · {measured} · {changed} of {len(names)} stage{'s' if len(names) != 1 else ''} "
-            f"scheduled differently from the current schedule (not applied)"
-        )
+        measured = f"{t.measured_ms:.4g} ms" if t.verified and t.measured_ms is not None else f"failed: {t.error or '?'}"
+        self.header.setText(f"<b>{label}</b> · {measured} · {changed} of {len(names)} stages differ from the current one (not applied)")
+        self.header.setToolTip("The selected candidate's measured time and the stages it schedules differently; Apply uses it")

@@ -159,7 +159,7 @@ def test_candidate_preview_shows_its_loop_nest_and_leaves_the_document_alone(ope
     pv = panel.preview
     assert pv.trial is not None and pv.nest.toPlainText() == build_loopnest(p, cand).render()
     assert pv.differing == ["blur_y"] and "parallel(loop=y)" in pv.diff.toPlainText()
-    assert "1 of 2 stages" in pv.header.text() and "not applied" in pv.header.text()
+    assert "1 of 2 stages differ" in pv.header.text() and "not applied" in pv.header.text()
     assert w.doc.schedule_hash == before and w.doc.loopnest_text == text and not w.undo_stack.canUndo()
     assert panel.compare_button.isEnabled()
     assert panel.compare_selected()  # Compare…: the candidate beside the current schedule
