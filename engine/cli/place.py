@@ -24,7 +24,7 @@ POLICIES = ("rl", "hrl", "gnn", "etf", "sct", "topo", "tfgreedy", "kl", "roundro
 def register(subparsers: Any) -> None:
     """Add the `place` command to an `add_subparsers()` object."""
     sp = subparsers.add_parser("place", help="place a pipeline's stages on devices (simulated; --run: for real on this machine)")
-    sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or an .onnx model")
+    sp.add_argument("pipeline", help="a built-in pipeline name, a pipeline .json file or a model (.onnx, .keras, a SavedModel directory)")
     sp.add_argument("--size", choices=zoo.SIZES, default="full")
     sp.add_argument(
         "--devices", default="cpu_gpu", help="a shipped profile (cpu_gpu, cpu_4gpu_pcie, 2hosts_2gpu, memory_tight), local, or a .json file"
