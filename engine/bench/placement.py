@@ -27,7 +27,7 @@ from typing import Any
 from .. import api, zoo
 from ..placement.costs import roofline_costs
 from ..placement.devices import load_profile, shipped_profiles
-from ..placement.graph import from_pipeline
+from ..placement.graph import from_pipeline, random_graph
 from ..placement.policies import HEURISTICS, LEARNED_NAMES, Problem, place, placers
 from ..resources import MODELS_DIR, tf_sample_models
 
@@ -178,9 +178,11 @@ def bench_placement(
     size: str = "full",
     train_s: float = 2.0,
     seed: int = 0,
+    random_sizes: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Every policy (default: all registered) on the zoo (`pipelines`, default all), the sample
-    models (`models`: paths, default the shipped ONNX and TensorFlow ones) under each profile
+    models (`models`: paths, default the shipped ONNX and TensorFlow ones) and random layered
+    graphs of `random_sizes` nodes (graph.random_graph, seeded by `seed`) under each profile
     (default the shipped ones). `train_s` is each learned policy's training budget per case."""
     t_start = time.perf_counter()
     chosen = list(policies) if policies is not None else placers()
@@ -193,6 +195,9 @@ def bench_placement(
         g = from_pipeline(api.load_pipeline(path))
         graphs.append((Path(path).stem, source, g))
         _log(f"{path}: {len(g)} stages, imported in {time.perf_counter() - t0:.1f} s")
+    for n in random_sizes:
+        g = random_graph(n, seed)
+        graphs.append((g.name, "random", g))
     cases = []
     for prof_name in profiles if profiles is not None else shipped_profiles():
         prof = load_profile(prof_name)
@@ -210,6 +215,7 @@ def bench_placement(
         "train_s": train_s,
         "seed": seed,
         "size": size,
+        "random_sizes": list(random_sizes),
         "host": platform.node(),
         "wall_s": time.perf_counter() - t_start,
         "cases": cases,

@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel | placement`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel | placement | cluster`: the benchmarks from the command line.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -33,6 +33,7 @@ def _core_parser(bsub: Any) -> None:
     )
     bp.add_argument("--repeats", type=A.positive_int, default=3, help="measurements per variant (median of medians)")
     bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.5)
+    A.add_cluster(bp)
     bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
@@ -41,8 +42,9 @@ def _core(args: argparse.Namespace) -> dict[str, Any]:
 
     autos = [] if args.autoschedulers == "none" else A.split(args.autoschedulers) or []
     return bench_core(
-        size=args.size, pipelines=A.split(args.pipelines), autoschedulers=autos, repeats=args.repeats, min_time_s=args.min_time
-    )
+        size=args.size, pipelines=A.split(args.pipelines), autoschedulers=autos, repeats=args.repeats, min_time_s=args.min_time,
+        cluster=args.cluster,
+    )  # fmt: skip
 
 
 # --- bench models -----------------------------------------------------------------------------
@@ -143,6 +145,7 @@ def _search_parser(bsub: Any) -> None:
     )
     bp.add_argument("--repeats", type=A.positive_int, default=3, help="final rounds (median of round medians)")
     bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3, help="minimum timed seconds per variant and round")
+    A.add_cluster(bp)
     bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
@@ -152,6 +155,7 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
     return bench_search(
         pipelines=A.split(args.pipelines), strategies=A.split(args.strategies), size=args.size, budget_s=args.budget_s,
         extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model, repeats=args.repeats, min_time_s=args.min_time,
+        cluster=args.cluster,
     )  # fmt: skip
 
 
@@ -215,6 +219,7 @@ def _placement_parser(bsub: Any) -> None:
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
     bp.add_argument("--train-s", type=A.positive_seconds, default=2.0, help="each learned policy's training budget per case")
     bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument("--random", type=A.int_in(1, 5000), nargs="*", default=[], metavar="N", help="also random layered graphs of N nodes")
     bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
 
 
@@ -236,8 +241,31 @@ def _placement(args: argparse.Namespace) -> dict[str, Any]:
     pipelines = [] if args.pipelines == "none" else A.split(args.pipelines)
     models = [] if args.no_models else A.split(args.models)
     return bench_placement(
-        pipelines=pipelines, models=models, profiles=profiles, policies=policies, size=args.size, train_s=args.train_s, seed=args.seed
-    )
+        pipelines=pipelines, models=models, profiles=profiles, policies=policies, size=args.size, train_s=args.train_s, seed=args.seed,
+        random_sizes=args.random,
+    )  # fmt: skip
+
+
+# --- bench cluster ----------------------------------------------------------------------------
+def _cluster_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("cluster", help="cost-model samples per second: one local worker vs a local Ray cluster; a node killed midway")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--samples", type=A.positive_int, default=200, help="samples to collect per run")
+    bp.add_argument("--per-pipeline", type=A.positive_int, default=10, help="verified schedules per random pipeline")
+    bp.add_argument("--nodes", type=A.int_in(1, 16), default=2, help="nodes of the local cluster (one CPU each)")
+    bp.add_argument("--seed", type=A.seed, default=0)
+    bp.add_argument("--max-stages", type=A.int_in(2, 64), default=6)
+    bp.add_argument("--no-fault", action="store_true", help="skip the run that kills a node")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _cluster(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.cluster import bench_cluster  # noqa: PLC0415  # imports Ray
+
+    return bench_cluster(
+        samples=args.samples, per_pipeline=args.per_pipeline, nodes=args.nodes, seed=args.seed, max_stages=args.max_stages,
+        fault=not args.no_fault,
+    )  # fmt: skip
 
 
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
@@ -249,6 +277,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "fuzz": (_fuzz_parser, _fuzz),
     "costmodel": (_costmodel_parser, _costmodel),
     "placement": (_placement_parser, _placement),
+    "cluster": (_cluster_parser, _cluster),
 }
 
 
