@@ -49,8 +49,38 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--theme", choices=("system", "light", "dark"), default=None, help="the look for this run (default: the one set in View → Theme)"
     )
+    ap.add_argument(
+        "--place",
+        metavar="POLICY",
+        default=None,
+        help="show the Placement tab with this policy's placement (etf, sct, topo, tfgreedy, kl, rl, hrl, gnn, ...)",
+    )
+    ap.add_argument(
+        "--devices",
+        metavar="PROFILE",
+        default=None,
+        help="with --place: the device profile (cpu_gpu, cpu_4gpu_pcie, 2hosts_2gpu, memory_tight, local or a .json file)",
+    )
     ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
     return ap
+
+
+def placement_options_error(policy: str | None, devices: str | None) -> str:
+    """What is wrong with --place / --devices ("" when nothing is)."""
+    if devices is not None and policy is None:
+        return "--devices goes with --place POLICY"
+    if policy is None:
+        return ""
+    from engine.placement.devices import ProfileError, load_profile  # noqa: PLC0415  # only --place needs them
+    from engine.placement.policies import LEARNED_NAMES, PLACERS  # noqa: PLC0415
+
+    if policy not in set(PLACERS) | set(LEARNED_NAMES):
+        return f"--place: unknown policy {policy!r} (policies: {', '.join(sorted(set(PLACERS) | set(LEARNED_NAMES)))})"
+    try:
+        load_profile(devices or "cpu_gpu")
+    except ProfileError as exc:
+        return f"--devices: {exc}"
+    return ""
 
 
 def full_help() -> str:
@@ -83,6 +113,10 @@ def run_app(argv: list[str]) -> int:
     except api.InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    placement_error = placement_options_error(args.place, args.devices)
+    if placement_error:
+        print(f"error: {placement_error}", file=sys.stderr)
+        return 2
 
     if args.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # must precede the QApplication
@@ -108,6 +142,8 @@ def run_app(argv: list[str]) -> int:
     if start_page:
         window.show_start_page()
     window.show()
+    if args.place:
+        window.show_placement(args.place, args.devices, wait=bool(args.screenshot))
     if args.measure:
         window.start_measurement()
     if not args.screenshot:

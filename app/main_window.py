@@ -42,6 +42,7 @@ from .model.history import SessionHistory
 from .model.project import SUFFIX
 from .model_import import ModelImporter
 from .panels import PipelinePanel, StagesPanel
+from .placement.panel import PlacementPanel
 from .performance import PerformancePanel
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
@@ -157,6 +158,8 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.graph, "Graph")
         self.tabs.addTab(self.loop_view, "Loop nest")
+        self.placement = PlacementPanel()  # device placement of the open pipeline (issue 16)
+        self.placement.status.connect(lambda text: self.statusBar().showMessage(text, 5000))
         self.source_panes: dict[str, SourcePane] = {}
         for key, view, name, suffix, what, note in (
             ("json", self.schedule_view, "Schedule", ".json", "schedule JSON", "The schedule as JSON (what files and the database store)"),
@@ -177,6 +180,7 @@ class MainWindow(QMainWindow):
             view.setToolTip(note)
             self.source_panes[key] = pane
             self.tabs.addTab(pane, name)
+        self.tabs.addTab(self.placement, "Placement")
         # The workspace's tabs and the start page take turns in the middle (app/start/page.py).
         self.central = QStackedWidget()
         self.central.addWidget(self.tabs)
@@ -388,6 +392,12 @@ class MainWindow(QMainWindow):
     def show_workspace(self) -> None:
         self.start.show_workspace()
 
+    def show_placement(self, policy: str, devices: str | None = None, wait: bool = False) -> bool:
+        """The Placement tab with `policy`'s placement on `devices` (`wait`: placed before returning)."""
+        self.show_workspace()
+        self.tabs.setCurrentWidget(self.placement)
+        return self.placement.place_with(policy, devices, wait)
+
     # --- document views ---------------------------------------------------------------
     @Slot()
     def _on_pipeline_changed(self) -> None:
@@ -395,6 +405,7 @@ class MainWindow(QMainWindow):
         self.undo_stack.clear()
         self.measure_control.timer.stop()
         self.history.reset(self.doc.pipeline)
+        self.placement.set_pipeline(self.doc.pipeline)
         self.projects.detach()
         # The Size combo shows the size of what is open (a project saved at full size opens at full).
         if self.doc.is_builtin and self.doc.size in zoo.SIZES and self.doc.size != self.pipeline_size:
@@ -675,5 +686,6 @@ class MainWindow(QMainWindow):
         self.measure_service.shutdown()
         self.importer.shutdown()
         self.search_panel.shutdown()  # cancels a running search and joins its thread
+        self.placement.shutdown()
         self.stmt_loader.shutdown()
         super().closeEvent(event)
