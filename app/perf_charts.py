@@ -155,7 +155,8 @@ class StageBars(Chart):
         self.all_check.setToolTip("Show every stage in pipeline order (the chart scrolls), not only the hottest that fit")
         self.all_check.toggled.connect(self.set_all_stages)
         self.all_check.hide()
-        self.legend_row.addWidget(self.all_check, 0, Qt.AlignmentFlag.AlignRight)
+        self.legend_row.addWidget(self.all_check, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        self.legend.setWordWrap(True)  # beside the check box, a long legend wraps instead of being cut
 
     def _row_px(self) -> int:
         return self.fontMetrics().height() + 2

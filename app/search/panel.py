@@ -102,11 +102,11 @@ class SearchPanel(QWidget):
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(c.minimumWidth() + 14)
-        for w, stretch in ((scroll, 3), (self.plot, 4), (right_box, 4)):
+        for w, stretch in ((scroll, 3), (self.plot, 4), (right_box, 6)):
             split.addWidget(w)
             split.setStretchFactor(split.count() - 1, stretch)
         split.setChildrenCollapsible(False)
-        split.setSizes([290, 420, 420])
+        split.setSizes([290, 380, 560])  # the candidates and their preview share the right
         QHBoxLayout(self).addWidget(split)
         c.set_status(IDLE_TEXT, NEUTRAL_COLOR)
 
