@@ -196,8 +196,12 @@ class CompareDialog(QDialog):
         self.choices: list[Choice] = []
         self.comparison: Comparison | None = None
         self.sides: tuple[Side, Side] | None = None
-        self._predictions: dict[str, Prediction | None] = {}  # schedule hash -> prediction (per pipeline)
+        # Per schedule hash, for the pipeline `_pipeline_hash`: what a refresh would compute again.
+        self._predictions: dict[str, Prediction | None] = {}
+        self._nests: dict[str, tuple[str, dict[str, tuple[int, int]]]] = {}
+        self._stored: dict[str, Measurement | None] = {}  # database lookups, until the history changes
         self._pipeline_hash = ""
+        self._added: list[Choice] = []  # schedules offered by select() (a previewed candidate), this pipeline only
         self.a_combo, self.b_combo = QComboBox(), QComboBox()
         for combo, name in ((self.a_combo, "A"), (self.b_combo, "B")):
             combo.setObjectName(f"compare_{name.lower()}")
@@ -286,6 +290,9 @@ class CompareDialog(QDialog):
         out: list[Choice] = [(self.CURRENT, self.doc.schedule)]
         out += [(f"#{v.number}: {v.label}", v.schedule) for v in self.history.variants if not v.invalid]
         out += self.extra() if self.extra is not None else []
+        p = self.doc.pipeline
+        if p is not None and p.content_hash() == self._pipeline_hash:
+            out += [c for c in self._added if c[1].content_hash() not in {s.content_hash() for _l, s in out}]
         return out
 
     def _fill(self) -> None:
@@ -304,6 +311,7 @@ class CompareDialog(QDialog):
     def select(self, a: str | Schedule | None = None, b: str | Schedule | None = None) -> None:
         """Pick A and B by label or by schedule (its hash); a schedule not among the choices is
         added as itself. None: A = the variant before the current one, B = the current schedule."""
+        self._sync_pipeline()
         self._fill()
         if a is None and b is None:
             current = self.history.variant(self.doc.schedule_hash)
@@ -317,10 +325,18 @@ class CompareDialog(QDialog):
         self.refresh()
 
     def add_choice(self, label: str, schedule: Schedule) -> None:
-        """Offer one more variant (a search candidate being previewed)."""
-        extra = self.extra
-        self.extra = lambda: [*(extra() if extra is not None else []), (label, schedule)]
+        """Offer one more variant of the open pipeline (a search candidate being previewed)."""
+        self._sync_pipeline()
+        self._added.append((label, schedule))
         self._fill()
+
+    def _sync_pipeline(self) -> None:
+        """Forget what belonged to the previous pipeline."""
+        p = self.doc.pipeline
+        h = p.content_hash() if p is not None else ""
+        if h != self._pipeline_hash:
+            self._predictions, self._nests, self._stored, self._added = {}, {}, {}, []
+            self._pipeline_hash = h
 
     def _index_of(self, want: str | Schedule) -> int:
         if isinstance(want, str):
@@ -344,6 +360,7 @@ class CompareDialog(QDialog):
 
     @Slot()
     def _on_history_changed(self) -> None:
+        self._stored = {}  # a new measurement may have been stored
         if self.isVisible():
             self._fill()
             self.refresh()
@@ -357,17 +374,27 @@ class CompareDialog(QDialog):
         variant = self.history.variant(h)
         if label == self.CURRENT and variant is not None:
             label = f"{self.CURRENT} (#{variant.number}: {variant.label})"
-        if self._pipeline_hash != p.content_hash():
-            self._predictions, self._pipeline_hash = {}, p.content_hash()
+        self._sync_pipeline()
         m = self.history.measurement(h)
         if (m is None or not m.stages) and self.lookup is not None:
-            m = self.lookup(sched) or m  # a search candidate's result is in the database
+            if h not in self._stored:
+                self._stored[h] = self.lookup(sched)
+            m = self._stored[h] or m  # a search candidate's result is in the database
         if h not in self._predictions:
             try:
                 self._predictions[h] = self.doc.prediction if h == self.doc.schedule_hash else default_model().predict(p, sched)
             except Exception:  # noqa: BLE001  # a model failure leaves the prediction out, the diff still shows
                 self._predictions[h] = None
         return Side(label, sched, m, self._predictions[h])
+
+    def _nest(self, p: Pipeline, sched: Schedule) -> tuple[str, dict[str, tuple[int, int]]]:
+        h = sched.content_hash()
+        if h not in self._nests:
+            try:
+                self._nests[h] = build_loopnest(p, sched).render_with_spans()
+            except ScheduleError as exc:
+                self._nests[h] = f"This schedule does not apply to {p.name}:\n{exc}", {}
+        return self._nests[h]
 
     @Slot()
     def refresh(self) -> None:
@@ -381,10 +408,7 @@ class CompareDialog(QDialog):
         self.nest_labels[0].setText(f"A: {a.label}")
         self.nest_labels[1].setText(f"B: {b.label}")
         for view, side in ((self.nest_a, a), (self.nest_b, b)):
-            try:
-                text, spans = build_loopnest(p, side.schedule).render_with_spans()
-            except ScheduleError as exc:
-                text, spans = f"This schedule does not apply to {p.name}:\n{exc}", {}
+            text, spans = self._nest(p, side.schedule)
             view.set_loopnest(text, spans)
             tint_stages(view, spans, c.differing)
         words, color = speedup_words(c.speedup)
