@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from .common import (
@@ -325,25 +326,17 @@ def _load_graph(graph: _Graph) -> tuple[Any, list[TfNode]]:
         data_inputs = [i if ":" in i else f"{i}:0" for i in n.input if not i.startswith("^")]
         nodes[n.name] = TfNode(n.op, n.name, data_inputs, attrs, len(op.outputs))
         deps[n.name] = {_tensor(i)[0] for i in n.input}
-    order: list[TfNode] = []
-    state: dict[str, int] = {}
-    for root in nodes:  # iterative depth-first topological sort (graphs may be deep)
-        if root in state:
-            continue
-        stack = [(root, iter(sorted(deps[root])))]
-        state[root] = 1
-        while stack:
-            name, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                state[name] = 2
-                order.append(nodes[name])
-            elif state.get(nxt) == 1:
-                raise ModelImportError(f"{graph.where}: the graph has a cycle through node {nxt!r} (a loop; unroll it)")
-            elif nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(sorted(deps[nxt]))))
+    # Kahn's algorithm, ties broken by the GraphDef's own order (which usually follows the model's
+    # layers and time steps): stages then come in the order a reader of the model expects.
+    dag = nx.DiGraph()
+    dag.add_nodes_from(nodes)
+    dag.add_edges_from((d, n) for n, ds in deps.items() for d in ds if d in nodes)
+    position = {name: k for k, name in enumerate(nodes)}
+    try:
+        order = [nodes[n] for n in nx.lexicographical_topological_sort(dag, key=position.__getitem__)]
+    except nx.NetworkXUnfeasible:
+        cycle = [a for a, _ in nx.find_cycle(dag)]
+        raise ModelImportError(f"{graph.where}: the graph has a cycle through node {cycle[0]!r} (a loop; unroll it)") from None
     return g, order
 
 
@@ -368,7 +361,7 @@ def _import(graph: _Graph, name: str, model: str, model_sha: str | None, weights
     graph_outputs = {t for t, _ in graph.outputs}
     env, folded_count, unsupported = _constants(g, order, data, users, graph_outputs, where)
     folded: dict[str, str] = {}
-    hints = {t: h for t, h in graph.outputs}
+    hints = _hints(order, data, graph.outputs, input_tensors)
     for tname, hint in graph.inputs:
         shape = tuple(g.get_tensor_by_name(tname).shape.as_list())
         env[tname] = em.input(hint, shape)
@@ -436,6 +429,35 @@ def _import(graph: _Graph, name: str, model: str, model_sha: str | None, weights
     return ImportResult(pipeline, report)
 
 
+PASS_THROUGH = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics"})
+
+
+def _hints(order: list[TfNode], data: set[str], outputs: list[tuple[str, str]], inputs: set[str]) -> dict[str, str]:
+    """Stage-name hints per node ('tensor:0' -> hint): the node's name without the scope every
+    computing node shares ('StatefulPartitionedCall/lstm_lm_1/'); a node whose value is a graph
+    output (directly or through Identity-like nodes) is named after that output."""
+    nodes = [n for n in order if n.name in data and f"{n.name}:0" not in inputs]
+    common: list[str] = []
+    # Over the nodes that compute: Identity-like ones (a function call's inputs, the outputs) make no stages.
+    parts = [n.name.split("/")[:-1] for n in nodes if n.op not in PASS_THROUGH]
+    if parts:
+        for level in zip(*parts):
+            if len(set(level)) != 1:
+                break
+            common.append(level[0])
+    prefix = "/".join(common) + "/" if common else ""
+    hints = {f"{n.name}:0": n.name.removeprefix(prefix) for n in nodes}
+    by_name = {n.name: n for n in order}
+    for t, h in outputs:
+        node = by_name.get(t.split(":")[0])
+        while node is not None and node.op in PASS_THROUGH and t.endswith(":0") and node.inputs:
+            t = node.inputs[0]
+            node = by_name.get(t.split(":")[0])
+        if t.endswith(":0") and t in hints and not any(hints[t] == x for _, x in outputs):
+            hints[t] = h
+    return hints
+
+
 def _map_node(
     n: TfNode,
     env: dict[str, Any],
@@ -459,7 +481,7 @@ def _map_node(
     if any(v is MISSING for v in ins):
         unsupported.append({"op": n.op, "node": n.name, "reason": "reads an output its producer does not provide"})
         return [_POISON] * n.outputs
-    hint = hints.get(f"{n.name}:0", n.name)
+    hint = hints[f"{n.name}:0"]
     start = len(em.b.stages)
     cx = Ctx(em, hint, n, users, graph_outputs, env, folded)
     try:
@@ -469,7 +491,7 @@ def _map_node(
         return [_POISON] * n.outputs
     except ValueError as exc:  # an operator rejected its operands: a graph we misread
         raise ModelImportError(f"{where}: node {n.name!r} ({n.op}): {exc}") from None
-    em.scoped(onnx_scope(n.name), start)
+    em.scoped(onnx_scope(hint), start)
     em.mapped[n.op] += 1
     return outs
 
@@ -525,6 +547,12 @@ def _constants(
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ModelImportError(f"{where}: evaluating the graph's constant nodes failed ({type(exc).__name__}: {why})") from None
         env.update({t: np.asarray(v) for t, v in zip(fetch, vals)})
+    # One array per distinct value: a variable read once per time step (an RNN's recurrent
+    # kernel) is one weight input, not one per read.
+    distinct: dict[tuple[str, tuple[int, ...], bytes], np.ndarray] = {}
+    for t, v in env.items():
+        if v.size > 1:
+            env[t] = distinct.setdefault((v.dtype.str, v.shape, hashlib.sha256(v.tobytes()).digest()), v)
     return env, counts, unsupported
 
 

@@ -76,6 +76,11 @@ def test_lstm_savedmodel_sample_is_many_stages_and_matches_tensorflow(samples):
     assert r.ops_mapped["Sigmoid"] == 2 * 12 * 3 and r.ops_mapped["Tanh"] == 2 * 12 * 2
     assert any("signature 'serving_default'" in s for s in r.simplifications)
     assert res.pipeline.source["format"] == "saved_model"
+    # Each variable is one weight input however many steps read it: embedding, 2 x (kernel,
+    # recurrent kernel, bias), the classifier's 2, and each layer's first step, whose zero
+    # state turns the recurrent matmul into a constant folded into that step's bias.
+    assert len([i for i in res.pipeline.inputs if i.weight]) == 1 + 2 * 3 + 2 + 2
+    assert res.pipeline.outputs == ["output"] and res.pipeline.stages[0].name == "embedding_1_Tensordot_MatMul"
     verified(res.pipeline)
 
 
