@@ -40,6 +40,8 @@ from engine.loopnest import build as build_loopnest
 from engine.measure import Measurement
 from engine.schedule import Schedule, ScheduleError, StageSchedule, format_directive
 
+from . import chart_export
+from .chart_export import Table
 from .code_view import LoopNestView
 from .model.document import Document
 from .model.history import SessionHistory
@@ -132,6 +134,14 @@ def compare(p: Pipeline, a: Side, b: Side) -> Comparison:
     else:
         ta, tb, total_source = None, None, ""
     return Comparison(rows, source, ta, tb, total_source)
+
+
+def comparison_table(c: Comparison, a_label: str, b_label: str) -> Table:
+    """The comparison as rows (its CSV export): per stage, then the whole pipeline."""
+    header = ["stage", "differs", "A schedule", "B schedule", "A ms", "B ms", "speedup of B (A ms / B ms)", "times"]
+    rows: list[list[object]] = [[r.stage, r.differs, r.a, r.b, r.a_ms, r.b_ms, r.speedup, c.stage_source] for r in c.rows]
+    rows.append([f"(total) A = {a_label}; B = {b_label}", bool(c.differing), "", "", c.a_total_ms, c.b_total_ms, c.speedup, c.total_source])
+    return Table(header, rows)
 
 
 def speedup_words(x: float | None, zero: bool = False) -> tuple[str, str]:
@@ -277,6 +287,9 @@ class CompareDialog(QDialog):
         split.setChildrenCollapsible(False)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
+        export = buttons.addButton("Export CSV…", QDialogButtonBox.ButtonRole.ActionRole)
+        export.setToolTip("Save the per-stage comparison (schedules, times, speedups) as CSV")
+        export.clicked.connect(self.export_csv)
         lay = QVBoxLayout(self)
         lay.addLayout(top)
         lay.addWidget(split, 1)
@@ -464,6 +477,18 @@ class CompareDialog(QDialog):
             stage = item.data(Qt.ItemDataRole.UserRole)
             self.nest_a.highlight_stage(stage)
             self.nest_b.highlight_stage(stage)
+
+    def data_table(self) -> Table:
+        """The comparison shown, as rows (its CSV export)."""
+        c, sides = self.comparison, self.sides
+        if c is None or sides is None:
+            return Table(["stage"])
+        return comparison_table(c, sides[0].label, sides[1].label)
+
+    @Slot()
+    def export_csv(self) -> None:
+        name = chart_export.file_stem(self.doc.pipeline.name if self.doc.pipeline else "", "comparison")
+        chart_export.save_csv(self, name, self.data_table)
 
     def _measure(self, which: int) -> None:
         if self.sides is not None:

@@ -10,6 +10,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app import chart_export
@@ -88,6 +89,7 @@ def test_every_chart_exports_png_svg_and_its_plotted_data_as_csv(open_window, tm
             assert len(data) > 2000 and magic in data[:400], (chart.export_name, fmt)
     # Offered on right-click, on every chart; a bad suffix is refused by name.
     for chart in (bars, plot, search):
+        assert chart.plot.contextMenuPolicy() == Qt.ContextMenuPolicy.CustomContextMenu  # right-click opens it
         names = [a.objectName() for a in chart.export.menu().actions()]
         assert {"export_png", "export_svg", "export_csv"} <= set(names), names
     assert "export_history" in [a.objectName() for a in plot.export.menu().actions()]
@@ -137,6 +139,9 @@ def test_compare_view_gives_the_per_stage_ratio_of_two_measurements(qtbot: QtBot
     assert d.table.item(1, 5).text() == "4.00× faster" and "parallel(loop=y)" in d.table.item(1, 2).text()
     assert d.nest_a.toPlainText() == build_loopnest(w.doc.pipeline, first).render()
     assert "parallel for y" in d.nest_b.toPlainText() and len(d.nest_b.extraSelections()) == 1  # blur_y's lines tinted
+    table = d.data_table()  # its CSV export: the rows shown, then the totals
+    assert [row[0] for row in table.rows] == ["blur_x", "blur_y", "(total) A = #1: default; B = Current schedule (#2: blur_y: parallel)"]
+    assert [row[6] for row in table.rows] == [1.0, 4.0, 2.0] and table.rows[1][4:6] == [2.0, 0.5]
     d.swap()
     assert [r.speedup for r in d.comparison.rows] == [1.0, 0.25] and "4.00× slower" == d.table.item(1, 5).text()
     d.only_diff.setChecked(True)
