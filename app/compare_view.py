@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QFont, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QCheckBox,
     QComboBox,
     QDialog,
@@ -294,7 +295,10 @@ class CompareDialog(QDialog):
         lay.addLayout(top)
         lay.addWidget(split, 1)
         lay.addWidget(buttons)
-        self.resize(1000, 640)
+        screen = (parent.screen() if parent is not None else None) or QApplication.primaryScreen()
+        avail = screen.availableGeometry() if screen is not None else None
+        # As large as useful, never larger than the screen (a laptop at 150% has about 850×450 to give).
+        self.resize(min(1000, avail.width() - 40) if avail else 1000, min(640, avail.height() - 60) if avail else 640)
         history.changed.connect(self._on_history_changed)
         doc.changed.connect(self._on_history_changed)
 
