@@ -22,9 +22,10 @@ def _shape(shape: list[int]) -> str:
 def report_html(report: ImportReport, path: Path) -> str:
     """The report as rich text for a QTextBrowser (tables, since its HTML subset has no CSS grid)."""
     total = sum(report.ops_mapped.values())
+    kind = "ONNX" if path.suffix.lower() == ".onnx" else "TensorFlow"  # the two model files the app opens
     parts = [
         f"<h3>{escape(path.name)}</h3>",
-        f"<p>{report.stages} stages from {total} mapped ONNX node(s), imported in {report.seconds:.2f} s.</p>",
+        f"<p>{report.stages} stages from {total} mapped {kind} node(s), imported in {report.seconds:.2f} s.</p>",
         f"<h4>Operators mapped ({len(report.ops_mapped)})</h4>",
         "<table cellspacing='0' cellpadding='2'>",
         *(f"<tr><td>{escape(op)}</td><td align='right'>&nbsp;×{n}</td></tr>" for op, n in report.ops_mapped.items()),
