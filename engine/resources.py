@@ -18,6 +18,7 @@ __all__ = [
     "MAKE_MODELS",
     "MAKE_TF_MODELS",
     "MODELS_DIR",
+    "PLACEMENT_DIR",
     "TF_MODELS_DIR",
     "resource_path",
     "tf_sample_models",
@@ -35,6 +36,7 @@ def resource_path(*parts: str) -> Path:
 COSTMODEL_DIR = resource_path("costmodel")  # the shipped trained cost models and their training set
 MODELS_DIR = resource_path("models")  # the sample ONNX models
 DEVICES_DIR = resource_path("devices")  # the shipped (simulated) device profiles for placement
+PLACEMENT_DIR = resource_path("placement")  # the trained graph-network placer's weights (engine/placement/learned/gnn.py)
 MAKE_MODELS = MODELS_DIR / "make_models.py"  # their PyTorch definitions (also ResNet-50 for `bench import`)
 TF_MODELS_DIR = resource_path("tf_models")  # the sample TensorFlow models (a .keras file, a SavedModel directory)
 MAKE_TF_MODELS = TF_MODELS_DIR / "make_tf_models.py"  # their Keras definitions

@@ -1,0 +1,256 @@
+"""What the learned placers share: node features, co-location grouping, the simulator as a reward, warm starts.
+
+Rewards follow TensorFlow's released placer (Mirhoseini et al.): the cost of a placement is
+the square root of its simulated makespan, normalized by a reference makespan of the same
+problem (the best single-device placement) so that rewards are O(1) on any graph; a placement
+the simulator rejects (a device over its memory) costs a fixed penalty instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from networkx.utils import UnionFind
+
+from ..graph import OpGraph
+from ..policies import HEURISTICS, PLACERS, PlacementResult, Problem
+from ..simulator import Simulation, simulate
+
+__all__ = [
+    "INVALID_COST",
+    "LEARNED",
+    "Evaluator",
+    "colocation_groups",
+    "group_features",
+    "node_features",
+    "seeded",
+    "warm_starts",
+]
+
+LEARNED = ("rl", "hrl", "gnn")  # the learned placers: never warm-start candidates of each other
+# The fixed cost of an invalid (out-of-memory) placement, in √(makespan / reference) units: the
+# cost of a valid placement 4x slower than the best single device, i.e. worse than any sane one.
+INVALID_COST = 2.0
+FEATURES_VERSION = 1  # bump when node_features / pair features change: shipped weights say which they read
+
+
+def seeded(seed: int, threads: int = 1) -> torch.Generator:
+    """Seed torch and numpy for a reproducible run; a generator for the policy's own sampling."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.set_num_threads(threads)  # the placers are small: more threads only contend
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return gen
+
+
+class Evaluator:
+    """The simulator as a reward: memoized per placement, with the best valid placement seen."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.cache: dict[tuple[int, ...], Simulation] = {}
+        self.best: tuple[int, ...] | None = None
+        self.best_sim: Simulation | None = None
+        self.best_source = ""
+        self.calls = 0
+        n = len(problem.graph.nodes)
+        singles = [self.simulate((d,) * n, source="single device") for d in range(len(problem.profile.devices))]
+        # The reference makespan normalizes rewards; an invalid single device still gives its time.
+        self.reference = min(s.makespan_s for s in singles) or 1e-9
+
+    def simulate(self, placement: Sequence[int], source: str = "policy") -> Simulation:
+        key = tuple(int(d) for d in placement)
+        sim = self.cache.get(key)
+        if sim is None:
+            self.calls += 1
+            sim = simulate(self.problem.graph, self.problem.profile, self.problem.costs, key, timeline=False)
+            self.cache[key] = sim
+        if sim.valid and (self.best_sim is None or sim.makespan_s < self.best_sim.makespan_s):
+            self.best, self.best_sim, self.best_source = key, sim, source
+        return sim
+
+    def cost(self, placement: Sequence[int], source: str = "policy") -> float:
+        """√(makespan / reference), or INVALID_COST for a placement over some device's memory."""
+        sim = self.simulate(placement, source)
+        return math.sqrt(sim.makespan_s / self.reference) if sim.valid else INVALID_COST
+
+    def result(self, policy: str, started: float, curve: Sequence[float]) -> PlacementResult:
+        """The best valid placement seen (or, if none was valid, the fastest invalid one), simulated with its timeline."""
+        key = self.best if self.best is not None else min(self.cache, key=lambda k: self.cache[k].makespan_s)
+        sim = simulate(self.problem.graph, self.problem.profile, self.problem.costs, key)
+        return PlacementResult(policy, key, sim, train_s=time.perf_counter() - started, curve=tuple(curve))
+
+
+def warm_starts(problem: Problem, evaluator: Evaluator, names: Sequence[str] | None = None) -> list[tuple[str, tuple[int, ...]]]:
+    """The non-learned registered placers' placements, each simulated through `evaluator` (candidates).
+
+    This is what the released placers do in practice (they start from the default or a
+    heuristic placement): the learned policy is warm-started from the best of them and the
+    answer is the best valid placement seen, candidates included.
+    """
+    out = []
+    for name in names if names is not None else HEURISTICS:
+        placement = tuple(PLACERS[name](problem, 0).placement)
+        evaluator.simulate(placement, source=f"warm start: {name}")
+        out.append((name, placement))
+    out.sort(key=lambda c: evaluator.cost(c[1], f"warm start: {c[0]}"))
+    return out
+
+
+def _levels(g: OpGraph) -> tuple[list[int], list[int]]:
+    """Each node's depth from the sources and its height to the sinks (edges counted)."""
+    n = len(g.nodes)
+    depth, height = [0] * n, [0] * n
+    for i in range(n):
+        for p in g.preds(i):
+            depth[i] = max(depth[i], depth[p] + 1)
+    for i in reversed(range(n)):
+        for s in g.succs(i):
+            height[i] = max(height[i], height[s] + 1)
+    return depth, height
+
+
+def node_features(problem: Problem) -> np.ndarray:
+    """Per node, graph-relative: log sizes (flops, bytes, output, weights), position, degrees, cost spread, criticality."""
+    g, costs = problem.graph, problem.costs
+    n = len(g.nodes)
+    sec = np.asarray(costs.seconds, dtype=np.float64).reshape(n, -1)
+    raw = np.array([[nd.flops, nd.bytes_accessed, nd.output_bytes, nd.weight_bytes] for nd in g.nodes], dtype=np.float64)
+    logs = np.log1p(raw)
+    logs = (logs - logs.mean(0)) / (logs.std(0) + 1e-6)
+    depth, height = _levels(g)
+    span = max(max(depth) + max(height), 1) if n else 1
+    mean_cost = sec.mean(1)
+    # Critical path through each node under mean costs (a placement-free estimate of slack).
+    top, bottom = np.zeros(n), np.zeros(n)
+    for i in range(n):
+        for p in g.preds(i):
+            top[i] = max(top[i], top[p] + mean_cost[p])
+    for i in reversed(range(n)):
+        bottom[i] = mean_cost[i] + max((bottom[s] for s in g.succs(i)), default=0.0)
+    crit = (top + bottom) / max((top + bottom).max(), 1e-12)
+    share = mean_cost / max(mean_cost.sum(), 1e-12)
+    spread = np.log(sec.max(1) / np.maximum(sec.min(1), 1e-12) + 1.0)
+    deg_in = np.array([len(g.preds(i)) for i in range(n)], dtype=np.float64)
+    deg_out = np.array([len(g.succs(i)) for i in range(n)], dtype=np.float64)
+    pos = np.arange(n) / max(n - 1, 1)
+    cols = [
+        logs,
+        pos[:, None],
+        (np.array(depth) / span)[:, None],
+        (np.array(height) / span)[:, None],
+        np.log1p(deg_in)[:, None],
+        np.log1p(deg_out)[:, None],
+        crit[:, None],
+        (share * n)[:, None],
+        spread[:, None],
+    ]
+    return np.concatenate(cols, axis=1).astype(np.float32)
+
+
+NODE_FEATURES = 12  # columns of node_features
+
+
+def _numbered(uf: UnionFind, n: int) -> list[int]:
+    """Union-find sets as group numbers, in topological order of each group's first node."""
+    order: dict[int, int] = {}
+    return [order.setdefault(uf[i], len(order)) for i in range(n)]
+
+
+def _merge_chains(g: OpGraph, uf: UnionFind, enough: Callable[[], bool] = lambda: False) -> None:
+    """Merge linear chains: a node with one consumer that has it as its one producer (until `enough`)."""
+    for i in range(len(g.nodes)):
+        succ = g.succs(i)
+        if len(succ) == 1 and len(g.preds(succ[0])) == 1:
+            uf.union(i, succ[0])
+            if enough():
+                return
+
+
+def chain_groups(g: OpGraph) -> list[int]:
+    """Each node's linear chain (the topology the hierarchical grouper reads besides sizes)."""
+    uf = UnionFind(range(len(g.nodes)))
+    _merge_chains(g, uf)
+    return _numbered(uf, len(g.nodes))
+
+
+def colocation_groups(g: OpGraph, max_groups: int, weight: Sequence[float] | None = None) -> list[int]:
+    """Each node's group: shared `colocate` keys first, then chains merged, then the lightest neighbours, ≤ max_groups.
+
+    Mirhoseini et al. place co-location groups, not operations; TensorFlow's colocation
+    constraints and linear chains (a node whose only consumer has it as only producer) are
+    what they merge. Groups are numbered in topological order of their first node. A graph of
+    at most `max_groups` nodes is placed node by node (grouping would only lose options).
+    """
+    n = len(g.nodes)
+    if n <= max_groups:
+        return list(range(n))
+    w = list(weight) if weight is not None else [1.0] * n
+    uf = UnionFind(range(n))
+    count = lambda: len(set(_numbered(uf, n)))
+    first_of: dict[str, int] = {}
+    for i, nd in enumerate(g.nodes):
+        if nd.colocate:
+            uf.union(first_of.setdefault(nd.colocate, i), i)
+    if count() > max_groups:
+        _merge_chains(g, uf, lambda: count() <= max_groups)
+    # Still too many: merge the lightest pair of groups adjacent in topological order.
+    while count() > max_groups:
+        groups = _numbered(uf, n)
+        mass = np.zeros(max(groups) + 1)
+        first: dict[int, int] = {}
+        for i, k in enumerate(groups):
+            mass[k] += w[i]
+            first.setdefault(k, i)
+        k = int(np.argmin(mass[:-1] + mass[1:]))
+        uf.union(first[k], first[k + 1])
+    return _numbered(uf, n)
+
+
+def group_features(feats: np.ndarray, groups: Sequence[int], n_groups: int, problem: Problem) -> np.ndarray:
+    """Per group: summed size features (flops, bytes, output bytes, weight bytes, as logs), mean position, size, cost share per device."""
+    g = problem.graph
+    raw = np.array([[nd.flops, nd.bytes_accessed, nd.output_bytes, nd.weight_bytes] for nd in g.nodes], dtype=np.float64)
+    sec = np.asarray(problem.costs.seconds, dtype=np.float64).reshape(len(g.nodes), -1)
+    onehot = np.zeros((n_groups, len(groups)))
+    onehot[list(groups), np.arange(len(groups))] = 1.0
+    sums = np.log1p(onehot @ raw)
+    sums = (sums - sums.mean(0)) / (sums.std(0) + 1e-6)
+    cnt = onehot.sum(1, keepdims=True)
+    mean = (onehot @ feats) / np.maximum(cnt, 1)
+    share = (onehot @ sec.mean(1, keepdims=True)) / max(sec.mean(1).sum(), 1e-12) * n_groups
+    return np.concatenate([sums, mean[:, 4:], np.log1p(cnt), share], axis=1).astype(np.float32)
+
+
+GROUP_FEATURES = 4 + (NODE_FEATURES - 4) + 2
+
+
+def device_costs(problem: Problem, groups: Sequence[int], n_groups: int) -> np.ndarray:
+    """[group][device]: log of the group's compute time on the device relative to its mean (which device is fast for it)."""
+    sec = np.asarray(problem.costs.seconds, dtype=np.float64).reshape(len(problem.graph.nodes), -1)
+    onehot = np.zeros((n_groups, len(groups)))
+    onehot[list(groups), np.arange(len(groups))] = 1.0
+    t = onehot @ sec + 1e-12
+    return np.log(t / t.mean(1, keepdims=True)).astype(np.float32)
+
+
+def majority(placement: Sequence[int], groups: Sequence[int], n_groups: int, problem: Problem) -> list[int]:
+    """A group-level view of an op-level placement: each group's device is the one holding most of its compute."""
+    sec = problem.costs.seconds
+    votes = np.zeros((n_groups, len(problem.profile.devices)))
+    for i, (gi, d) in enumerate(zip(groups, placement)):
+        votes[gi, d] += sec[i][d] + 1e-12
+    return [int(v) for v in votes.argmax(1)]
+
+
+def budget(train_s: float, steps: int | None) -> Callable[[int], bool]:
+    """Whether to go on at step k: a fixed number of steps (reproducible) or a wall-clock budget."""
+    deadline = time.perf_counter() + train_s
+    if steps is not None:
+        return lambda k: k < steps
+    return lambda k: time.perf_counter() < deadline

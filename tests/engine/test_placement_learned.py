@@ -1,0 +1,138 @@
+"""The learned placers (engine/placement/learned): REINFORCE on toy graphs with an obvious optimum, on the real simulator.
+
+The toy: two independent chains of equally heavy nodes (1 ms each), listed interleaved, on two
+identical devices joined by a slow link (a 1 MB tensor takes 2 ms). One chain per device halves
+the single-device time; a chain cut over both devices pays a transfer per cut.
+"""
+
+import math
+
+import pytest
+
+from engine.placement.costs import roofline_costs
+from engine.placement.devices import Device, DeviceProfile, Link
+from engine.placement.graph import OpGraph, OpNode, random_graph
+from engine.placement.learned.common import INVALID_COST, Evaluator, colocation_groups
+from engine.placement.policies import PLACERS, Problem, place
+from engine.placement.simulator import simulate
+
+CHAIN = 4
+NODE_FLOPS = 1e9  # 1 ms on a 1 TFLOP/s device
+
+
+def two_chains(memory_bytes: int = 1 << 34, weight_bytes: int = 0) -> Problem:
+    nodes, edges = [], []
+    for k in range(2 * CHAIN):
+        chain, pos = "ab"[k % 2], k // 2
+        nodes.append(OpNode(f"{chain}{pos}", "generic", NODE_FLOPS, 1e3, 1 << 20, weight_bytes, colocate=chain))
+        if pos:
+            edges.append((k - 2, k))
+    g = OpGraph("two_chains", tuple(nodes), tuple(edges))
+    devs = tuple(Device(f"d{i}", "gpu", 1e12, 1e12, memory_bytes) for i in range(2))
+    prof = DeviceProfile("toy", True, "two identical devices, a slow link", devs, (Link("d0", "d1", 1e-3, 1e9),))
+    return Problem(g, prof, roofline_costs(g, prof))
+
+
+def optimum_s(problem: Problem) -> float:
+    split = tuple(k % 2 for k in range(2 * CHAIN))  # chain a on d0, chain b on d1
+    return simulate(problem.graph, problem.profile, problem.costs, split).makespan_s
+
+
+def one_chain_per_device(placement) -> bool:
+    a, b = placement[0::2], placement[1::2]
+    return len(set(a)) == 1 and len(set(b)) == 1 and a[0] != b[0]
+
+
+@pytest.fixture(scope="module")
+def toy() -> Problem:
+    return two_chains()
+
+
+def test_the_toy_has_the_obvious_optimum(toy):
+    # The premise of the tests below, checked on the simulator: splitting the chains halves the time,
+    # and cutting a chain over the slow link loses most of that.
+    single = simulate(toy.graph, toy.profile, toy.costs, (0,) * 8).makespan_s
+    cut = simulate(toy.graph, toy.profile, toy.costs, (0, 1, 1, 1, 0, 0, 0, 1)).makespan_s
+    assert optimum_s(toy) == pytest.approx(single / 2, rel=0.01)
+    assert cut > 1.5 * optimum_s(toy)
+
+
+def test_reinforce_reaches_the_optimum_and_its_curve_improves(toy):
+    from engine.placement.learned.rl import train_rl
+
+    run = train_rl(toy, seed=0, steps=80, samples=16, warm_start=False)  # the paper's cold start: no heuristic to copy
+    assert run.source == "policy"
+    assert one_chain_per_device(run.result.placement)
+    assert run.result.simulation.makespan_s == pytest.approx(optimum_s(toy), rel=1e-6)
+    curve = run.result.curve
+    assert len(curve) == 80
+    # The policy itself moves: its late samples are much faster on average than its first ones.
+    assert sum(curve[-10:]) < 0.7 * sum(curve[:10])
+    assert min(curve[-10:]) < 1.1 * optimum_s(toy)
+
+
+def test_the_same_seed_gives_the_same_training(toy):
+    from engine.placement.learned.rl import train_rl
+
+    a = train_rl(toy, seed=7, steps=12, warm_start=False)
+    b = train_rl(toy, seed=7, steps=12, warm_start=False)
+    c = train_rl(toy, seed=8, steps=12, warm_start=False)
+    assert a.result.curve == b.result.curve and a.result.placement == b.result.placement
+    assert a.result.curve != c.result.curve
+
+
+def test_invalid_placements_cost_the_fixed_penalty_and_are_never_the_answer():
+    from engine.placement.learned.rl import train_rl
+
+    # 1 MiB of weights per node and 8 MiB per device: one device peaks at 8 MiB of weights plus live
+    # tensors (over), one chain per device at 4 + 2 (under).
+    mib = 1 << 20
+    tight = two_chains(memory_bytes=8 * mib, weight_bytes=mib)
+    ev = Evaluator(tight)
+    assert not ev.simulate((0,) * 8).valid
+    assert ev.cost((0,) * 8) == INVALID_COST
+    assert ev.cost(tuple(k % 2 for k in range(8))) < INVALID_COST
+    run = train_rl(tight, seed=0, steps=40, warm_start=False)
+    assert run.result.simulation.valid
+    assert run.result.simulation.makespan_s == pytest.approx(optimum_s(tight), rel=1e-6)
+    # The penalty shows in the curve (counted at INVALID_COST^2 x the reference) until the policy avoids it.
+    assert max(run.result.curve[:5]) > min(run.result.curve[-5:])
+
+
+def test_hierarchical_planner_learns_the_grouping_and_the_placement(toy):
+    from engine.placement.learned.hrl import train_hrl
+
+    run = train_hrl(toy, seed=0, steps=80, samples=16, n_groups=4, warm_start=False)
+    assert run.result.simulation.makespan_s == pytest.approx(optimum_s(toy), rel=1e-6)
+    assert sum(run.result.curve[-10:]) < 0.7 * sum(run.result.curve[:10])
+
+
+def test_colocation_groups_merge_keys_then_chains_to_the_limit():
+    g = random_graph(60, 3)
+    groups = colocation_groups(g, 8)
+    assert max(groups) + 1 <= 8
+    assert groups[0] == 0 and all(groups[i] <= max(groups[:i], default=-1) + 1 for i in range(len(groups)))  # numbered in order
+    assert colocation_groups(g, 100) == list(range(60))  # small enough: every node its own group
+
+
+def test_warm_started_rl_is_never_worse_than_the_best_heuristic():
+    from engine.placement.devices import load_profile
+    from engine.placement.learned.rl import train_rl
+
+    g = random_graph(40, 5)
+    prof = load_profile("memory_tight")
+    pr = Problem(g, prof, roofline_costs(g, prof))
+    run = train_rl(pr, seed=0, steps=15)
+    heuristics = [place(pr, name).simulation for name in ("etf", "sct", "topo", "tfgreedy", "single")]
+    best = min(s.makespan_s for s in heuristics if s.valid)
+    assert run.result.simulation.valid
+    assert run.result.simulation.makespan_s <= best * (1 + 1e-9)
+    assert run.warm_best_s == pytest.approx(best, rel=1e-9)
+
+
+def test_the_registry_finds_the_learned_placers(toy):
+    result = place(toy, "rl", seed=0, steps=30, warm_start=False)
+    assert {"rl", "hrl", "gnn"} <= set(PLACERS)
+    assert result.policy == "rl" and len(result.curve) == 30
+    assert result.train_s > 0
+    assert math.isclose(result.simulation.makespan_s, optimum_s(toy), rel_tol=1e-6)
