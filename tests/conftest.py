@@ -30,6 +30,7 @@ SLOW_MODULES = {
     "test_tensorflow_import",
     "test_cli_place_run",
     "test_placement_execute",
+    "test_placement_learned",
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
     "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
@@ -42,6 +43,7 @@ PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
     "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
     "test_placement_simulator", "test_placement_profiles", "test_placement_policies", "test_cli_place",
+    "test_placement_learned",
 }  # fmt: skip
 
 
