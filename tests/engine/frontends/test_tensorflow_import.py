@@ -3,6 +3,9 @@ a frozen .pb, each compiled with Halide and verified against TensorFlow's own ou
 errors for unsupported operators, malformed files and Keras files that would run code."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from engine.resources import tf_sample_models  # noqa: E402
 from engine.schedule import default_schedule  # noqa: E402
 
 METHOD = "outputs recorded from tensorflow at import"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def verified(p):
@@ -186,3 +190,27 @@ def test_a_keras_file_with_a_lambda_layer_is_refused_without_running_it(tmp_path
     with pytest.raises(ModelImportError, match="lambda.keras: not a loadable Keras model.*[Ll]ambda"):
         import_tensorflow(tmp_path / "lambda.keras", tmp_path)
     assert not marker.exists()
+
+
+def test_tensorflow_loads_only_for_a_tensorflow_model_and_its_absence_is_one_line():
+    """In a fresh process: the engine and the model-kind check do not import TensorFlow; with
+    TensorFlow unimportable, opening a TF model is one error saying how to install the extra."""
+    code = (
+        "import sys\n"
+        "from engine import api\n"
+        "from engine.frontends import is_model_file\n"
+        "from engine.resources import tf_sample_models\n"
+        "assert all(is_model_file(p) for p in tf_sample_models())\n"
+        "print('loaded' if 'tensorflow' in sys.modules else 'not loaded')\n"
+        "sys.modules['tensorflow'] = None  # what an environment without the extra gives: ImportError\n"
+        "try:\n"
+        "    api.load_pipeline(str(tf_sample_models()[1]))\n"
+        "except api.InputError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "not loaded", out.stderr
+    assert lines[1:] == [
+        "TensorFlow is not installed: pip install 'schedule-explorer[tensorflow]' (in a checkout: .venv/bin/pip install -e '.[tensorflow]')"
+    ]
