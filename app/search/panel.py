@@ -83,7 +83,8 @@ class SearchPanel(QWidget):
         tables = QSplitter(Qt.Orientation.Horizontal)
         tables.addWidget(self.table)
         tables.addWidget(self.preview)
-        tables.setSizes([300, 300])
+        tables.setStretchFactor(0, 2)
+        tables.setStretchFactor(1, 3)  # the preview's loop nest needs the width
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.compare_button)

@@ -5,6 +5,7 @@ own schedule; the document is never touched."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from engine.ir import Pipeline
@@ -61,8 +62,10 @@ class CandidatePreview(QWidget):
             text, spans = f"This candidate does not apply to {p.name}: {exc}", {}
         self.nest.set_loopnest(text, spans)
         tint_stages(self.nest, spans, self.differing)
-        if self.differing:
-            self.nest.highlight_stage(self.differing[0])  # scrolled to the first change
+        first = spans.get(self.differing[0]) if self.differing else None
+        if first is not None:  # scrolled to the first change (no selection: the tint shows the changes)
+            self.nest.setTextCursor(QTextCursor(self.nest.document().findBlockByNumber(first[0])))
+            self.nest.ensureCursorVisible()
         lines = []
         for n in self.differing:
             lines += [f"{n}:", f"  current:   {stage_text(current.of(n))}", f"  candidate: {stage_text(t.schedule.of(n))}", ""]
