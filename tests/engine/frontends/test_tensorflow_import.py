@@ -5,6 +5,7 @@ errors for unsupported operators, malformed files and Keras files that would run
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -163,10 +164,15 @@ def test_malformed_files_are_one_clear_error(tmp_path):
     (tmp_path / "saved").mkdir()
     (tmp_path / "saved" / "saved_model.pb").write_bytes(junk)
     (tmp_path / "empty.pb").write_bytes(b"")
+    with zipfile.ZipFile(tmp_path / "other.keras", "w") as zf:  # a zip archive, but not a Keras model
+        zf.writestr("notes.txt", "hello")
+    tf.saved_model.save(tf.Module(), str(tmp_path / "unsigned"))  # a real SavedModel with nothing to serve
     cases = {
         "bad.keras": "not a loadable Keras model",
+        "other.keras": "not a loadable Keras model",
         "bad.pb": "not a readable GraphDef",
         "saved": "not a loadable SavedModel",
+        "unsigned": "the SavedModel has no signatures",
         "empty.pb": "an empty GraphDef",
     }
     for name, what in cases.items():
@@ -175,7 +181,7 @@ def test_malformed_files_are_one_clear_error(tmp_path):
         msg = str(err.value)
         assert what in msg and str(tmp_path / name) in msg and "\n" not in msg
         with pytest.raises(api.InputError, match=what):
-            api.load_pipeline(str(tmp_path / name / "saved_model.pb" if name == "saved" else tmp_path / name))
+            api.load_pipeline(str(tmp_path / name / "saved_model.pb" if name in ("saved", "unsigned") else tmp_path / name))
 
 
 def test_a_keras_file_with_a_lambda_layer_is_refused_without_running_it(tmp_path, monkeypatch):
