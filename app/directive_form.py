@@ -8,7 +8,7 @@ from typing import Any
 
 import networkx as nx
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QValidator
+from PySide6.QtGui import QKeySequence, QShortcut, QValidator
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -141,6 +141,8 @@ class DirectiveForm(QWidget):
         self.rows: dict[str, QWidget] = {}
         self.form = QFormLayout()
         self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        # In a narrow dock a field goes under its label instead of past the dock's edge.
+        self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.form.addRow("Kind:", self.kind)
         combos = ("loop", "x", "y", "fuse_outer", "fuse_inner", "consumer", "consumer_loop", "tail")
         labels = {
@@ -151,7 +153,11 @@ class DirectiveForm(QWidget):
         }  # fmt: skip
         for key, label in labels.items():
             if key in combos:
-                w: QWidget = QComboBox()
+                combo = QComboBox()
+                # As narrow as ten characters (the list that drops down is as wide as its longest loop).
+                combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+                combo.setMinimumContentsLength(10)
+                w: QWidget = combo
             elif key in ("factor", "xf", "yf"):
                 w = NumberBox(1, 1 << 20, 8)
             elif key == "mfactor":
@@ -174,16 +180,25 @@ class DirectiveForm(QWidget):
         self.apply_button = QPushButton("Apply")
         self.apply_button.setDefault(True)
         self.apply_button.clicked.connect(self._submit)
-        cancel = QPushButton("Cancel")
-        cancel.clicked.connect(self.cancelled)
-        buttons = QHBoxLayout()
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancelled)
+        # Its own widget: a panel that scrolls the form can keep these two always in view.
+        self.button_bar = QWidget()
+        self.button_bar.setObjectName("directive_form_buttons")
+        buttons = QHBoxLayout(self.button_bar)
+        buttons.setContentsMargins(0, 2, 0, 2)
         buttons.addStretch(1)
-        buttons.addWidget(cancel)
+        buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.apply_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(self.form)
-        lay.addLayout(buttons)
+        lay.addWidget(self.button_bar)
+        # Enter applies, Esc cancels, wherever the focus is in the form (a dock has no default button).
+        for qt_key, slot in ((Qt.Key.Key_Return, self._submit), (Qt.Key.Key_Enter, self._submit), (Qt.Key.Key_Escape, self.cancelled.emit)):
+            shortcut = QShortcut(QKeySequence(qt_key), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
         self.kind.currentIndexChanged.connect(self._show_rows)
         self.combo("loop").currentIndexChanged.connect(self._suggest_split_names)
         self.combo("x").currentIndexChanged.connect(self._suggest_tile_names)

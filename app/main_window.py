@@ -42,8 +42,8 @@ from .model.history import SessionHistory
 from .model.project import SUFFIX
 from .model_import import ModelImporter
 from .panels import PipelinePanel, StagesPanel
-from .placement.panel import PlacementPanel
 from .performance import PerformancePanel
+from .placement.panel import PlacementPanel
 from .project_ui import ProjectController
 from .schedule_editor import ScheduleEditor
 from .schedule_files import is_schedule_file
@@ -71,6 +71,17 @@ OPEN_FILTER = ";;".join(
     )
 )
 DROPPABLE = (SUFFIX, ".json", MODEL_SUFFIX)
+
+
+def scrolled(widget: QWidget, name: str) -> QScrollArea:
+    """`widget` in a frameless scroll area: shown whole where there is room, scrolled where
+    there is not, and never making the window's minimum larger than a small screen."""
+    area = QScrollArea()
+    area.setObjectName(name)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(widget)
+    return area
 
 
 class MainWindow(QMainWindow):
@@ -180,7 +191,9 @@ class MainWindow(QMainWindow):
             view.setToolTip(note)
             self.source_panes[key] = pane
             self.tabs.addTab(pane, name)
-        self.tabs.addTab(self.placement, "Placement")
+        # In a scroll area: its bar of choices is wider than a small screen's middle (issue 20 item 1).
+        self.placement_scroll = scrolled(self.placement, "placement_scroll")
+        self.tabs.addTab(self.placement_scroll, "Placement")
         # The workspace's tabs and the start page take turns in the middle (app/start/page.py).
         self.central = QStackedWidget()
         self.central.addWidget(self.tabs)
@@ -248,15 +261,7 @@ class MainWindow(QMainWindow):
         making the window's minimum size larger than the screen."""
         dock = QDockWidget(title, self)
         dock.setObjectName(title.lower().replace(" ", "_") + "_dock")  # saveState keys docks by object name
-        if scroll:
-            area_widget = QScrollArea()
-            area_widget.setObjectName(dock.objectName() + "_scroll")
-            area_widget.setWidgetResizable(True)
-            area_widget.setFrameShape(QFrame.Shape.NoFrame)
-            area_widget.setWidget(widget)
-            dock.setWidget(area_widget)
-        else:
-            dock.setWidget(widget)
+        dock.setWidget(scrolled(widget, dock.objectName() + "_scroll") if scroll else widget)
         self.addDockWidget(area, dock)
         return dock
 
@@ -395,7 +400,7 @@ class MainWindow(QMainWindow):
     def show_placement(self, policy: str, devices: str | None = None, wait: bool = False) -> bool:
         """The Placement tab with `policy`'s placement on `devices` (`wait`: placed before returning)."""
         self.show_workspace()
-        self.tabs.setCurrentWidget(self.placement)
+        self.tabs.setCurrentWidget(self.placement_scroll)
         return self.placement.place_with(policy, devices, wait)
 
     # --- document views ---------------------------------------------------------------

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -29,6 +28,7 @@ from engine.api import InputError
 from engine.schedule import ScheduleError, format_directive
 
 from .directive_form import DirectiveForm
+from .flow_row import FlowRow
 from .model import edits
 from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
 from .model.document import Document
@@ -53,15 +53,14 @@ class ScheduleEditor(QWidget):
         self.heading.setStyleSheet("font-weight: bold")
         self.heading.setWordWrap(True)
         self.quick: dict[str, QToolButton] = {}
-        quick_row = QHBoxLayout()
-        quick_row.setSpacing(3)
         for key, (label, tip, _fn) in edits.QUICK_ACTIONS.items():
             b = _button(label)
             b.setObjectName(f"quick_{key}")
             b.setToolTip(tip)
             b.clicked.connect(lambda _=False, k=key: self.quick_action(k))
-            quick_row.addWidget(b)
             self.quick[key] = b
+        # Rows that wrap in a narrow dock: the editor never makes the window wider than the screen.
+        self.quick_row = FlowRow(list(self.quick.values()))
         self.definition = QTabBar()
         self.definition.setDocumentMode(True)
         self.definition.addTab("Pure definition")
@@ -80,8 +79,6 @@ class ScheduleEditor(QWidget):
         self.loops_label.setStyleSheet(MUTED)
         self.loops_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.buttons: dict[str, QToolButton] = {}
-        row = QHBoxLayout()
-        row.setSpacing(3)
         for key, text, tip, slot in (
             ("add", "Add…", "Add a directive at the end", self.begin_add),
             ("edit", "Edit…", "Change the selected directive", self.begin_edit),
@@ -93,8 +90,8 @@ class ScheduleEditor(QWidget):
             b.setObjectName(f"directive_{key}")
             b.setToolTip(tip)
             b.clicked.connect(slot)
-            row.addWidget(b)
             self.buttons[key] = b
+        self.button_row = FlowRow(list(self.buttons.values()))
         self.form = DirectiveForm()
         self.form_box = QGroupBox()
         box = QVBoxLayout(self.form_box)
@@ -124,10 +121,10 @@ class ScheduleEditor(QWidget):
         top = QVBoxLayout(self.top)
         top.setContentsMargins(6, 4, 6, 0)
         top.addWidget(self.heading)
-        top.addLayout(quick_row)
+        top.addWidget(self.quick_row)
         top.addWidget(self.error)
         top.addWidget(self.definition)
-        top.addLayout(row)
+        top.addWidget(self.button_row)
         self.body = QWidget()
         lay = QVBoxLayout(self.body)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -141,7 +138,7 @@ class ScheduleEditor(QWidget):
         inner.addWidget(self.body, 1)
         self.scroll_area = scroll = QScrollArea()  # not `scroll`: that would hide QWidget.scroll()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # only below the form's narrowest
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(content)
         outer = QVBoxLayout(self)
@@ -149,6 +146,11 @@ class ScheduleEditor(QWidget):
         outer.setSpacing(0)
         outer.addWidget(self.top)
         outer.addWidget(scroll, 1)
+        # The form's Apply and Cancel sit under the scrolling part: always in view while it is open.
+        self.form_buttons = self.form.button_bar
+        self.form_buttons.setContentsMargins(6, 0, 6, 2)
+        outer.addWidget(self.form_buttons)
+        self.form_buttons.hide()
         # Delete (or Backspace) in the list removes the selected directive (issue 20 item 10).
         for keys in (QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence(Qt.Key.Key_Backspace)):
             shortcut = QShortcut(keys, self.list)
@@ -200,6 +202,7 @@ class ScheduleEditor(QWidget):
         if stage in p.outputs:
             kind = "output " + kind
         self.heading.setText(f"{stage}  ·  {s.op} {kind}  ·  computed {self.doc.placement_text(stage)}")
+        QTimer.singleShot(0, self._fit_top)  # the heading may wrap to another number of lines
         row = self.list.currentRow()
         self.list.clear()
         for k, d in enumerate(edits.directives(self.doc.schedule, stage, self.is_update)):
@@ -240,26 +243,28 @@ class ScheduleEditor(QWidget):
     def show_error(self, message: str) -> None:
         self.error.setText(message)
         self.error.show()
-        self._fit_error()
+        self._fit_top()
         self.edit_rejected.emit(message)
 
     def clear_error(self) -> None:
         self.error.clear()
-        self.error.setMinimumHeight(0)
         self.error.hide()
+        self._fit_top()
 
-    def _fit_error(self) -> None:
-        """Give the message all the lines it wraps to. A layout's minimum ignores word wrap,
-        so a short dock would cut the message to one line: as a minimum height the message
-        takes its room from the list below it (and the window from the dock above)."""
-        if not self.error.isHidden():
-            width = self.error.width() if self.error.width() > 50 else self.top.width() - 12
-            self.error.setMinimumHeight(self.error.heightForWidth(max(width, 50)))
+    @Slot()
+    def _fit_top(self) -> None:
+        """Give the always-visible part every line its wrapped texts and button rows need at
+        its width. A layout's minimum ignores wrapping, so a short dock would cut the message
+        to one line and hide a wrapped row of buttons: as a minimum height, they take their
+        room from the list below (and the window's from the dock above)."""
+        lay = self.top.layout()
+        if lay is not None and self.top.width() > 0:
+            # A few pixels spare: a style sheet's border and padding are not in every style's estimate.
+            self.top.setMinimumHeight(lay.totalHeightForWidth(self.top.width()) + (4 if not self.error.isHidden() else 0))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802  # Qt override
         super().resizeEvent(event)
-        if not self.error.isHidden():
-            QTimer.singleShot(0, self._fit_error)  # once the label has its new width
+        QTimer.singleShot(0, self._fit_top)  # once the rows and labels have their new width
 
     def quick_action(self, key: str) -> bool:
         if self.stage is None:
@@ -290,18 +295,24 @@ class ScheduleEditor(QWidget):
             self.form_box.setTitle(f"Change directive #{index}")
             self.form.load(edits.directives(self.doc.schedule, stage, self.is_update)[index])
         self.form_box.show()
+        self.form_buttons.show()
         self.form.kind.setFocus()
         QTimer.singleShot(0, self._reveal_form)  # once the layout has made room for it
 
     @Slot()
     def _reveal_form(self) -> None:
         if self.form_box.isVisible():
+            content = self.scroll_area.widget()
+            lay = content.layout() if content is not None else None
+            if lay is not None:
+                lay.activate()  # lay the form's rows out now, so the positions below are final
             self.scroll_area.ensureWidgetVisible(self.form_box, 0, 0)
 
     @Slot()
     def close_form(self) -> None:
         self.editing = None
         self.form_box.hide()
+        self.form_buttons.hide()
 
     @Slot(object)
     def _submit_form(self, obj: dict) -> None:

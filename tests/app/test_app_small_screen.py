@@ -45,6 +45,7 @@ def test_window_fits_1024x700_and_the_editor_buttons_are_not_clipped(qtbot: QtBo
     assert hint.width() <= SMALL[0] and hint.height() <= SMALL[1], hint
     qtbot.waitUntil(lambda: w.size().width() == SMALL[0] and w.size().height() == SMALL[1])
     buttons = [*w.editor.quick.values(), *w.editor.buttons.values()]
+    qtbot.waitUntil(lambda: all(_fully_visible(b) for b in buttons), timeout=3000)  # once the layout has settled
     for b in buttons:
         assert _fully_visible(b), b.objectName()
         assert b.width() >= b.sizeHint().width(), (b.objectName(), b.width(), b.sizeHint().width())  # its label is whole
@@ -64,6 +65,23 @@ def test_a_refusal_is_visible_without_scrolling(qtbot: QtBot, small: MainWindow)
     assert w.editor.error.height() >= w.editor.error.heightForWidth(w.editor.error.width())
     assert w.statusBar().currentMessage() == f"Not applied: {msg}"
     assert w.undo_stack.count() == 0
+
+
+def test_the_forms_buttons_stay_in_view_and_enter_applies(qtbot: QtBot, small: MainWindow) -> None:
+    w = small
+    w.select_stage("relu")
+    w.editor.begin_add()
+    form = w.editor.form
+    form.set_kind("tile")  # the tallest form: taller than the dock at 1024×700
+    qtbot.waitUntil(lambda: _fully_visible(form.apply_button) and _fully_visible(form.cancel_button))
+    n = w.editor.list.count()
+    form.set_kind("split")
+    box = form.spin("factor")
+    box.setValue(1)  # relu's x is 1 wide after the hand schedule's splits
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    assert w.undo_stack.count() == 1 and w.editor.list.count() == n + 1 and not form.apply_button.isVisible()
 
 
 def test_delete_removes_the_selected_directive(qtbot: QtBot, small: MainWindow) -> None:
