@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QFont, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QTextEdit,
     QVBoxLayout,
     QWidget,
@@ -46,6 +48,7 @@ from .chart_export import Table
 from .code_view import LoopNestView
 from .model.document import Document
 from .model.history import SessionHistory
+from .perf_charts import MEASURED_COLOR, Chart, add_hbars, swatch
 
 FASTER_COLOR, SLOWER_COLOR, NEUTRAL_COLOR = "#2e7d32", "#c62828", "#6d6d6d"
 DIFF_TINT = QColor(230, 160, 40, 60)  # stages whose schedule differs, over any theme
@@ -178,6 +181,57 @@ def tint_stages(view: LoopNestView, spans: dict[str, tuple[int, int]], stages: l
     view.setExtraSelections(sels)
 
 
+A_COLOR = QColor("#a0a0a0")  # A: the reference, grey; B: the variant looked at, the app's measured blue
+
+
+class CompareBars(Chart):
+    """Per stage with a time on either side: A's and B's milliseconds as bars, B's labelled
+    with its speedup. Both series come from the same source (measured, or both predicted)."""
+
+    export_name = "comparison_chart"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, scrolling=True)
+        self.plot.setToolTip("Per-stage time of A (grey) and B (blue); labels: B's speedup over A. Right-click to export.")
+        self.item.showGrid(x=True, y=False, alpha=0.2)
+        self.item.invertY(True)  # first stage on top, as in the table
+        self.rows: list[StageRow] = []
+        self._args: tuple[Comparison, str, str] | None = None
+
+    def redraw(self) -> None:
+        if self._args is not None:
+            self.show_comparison(*self._args)
+
+    def show_comparison(self, c: Comparison, a_label: str, b_label: str) -> None:
+        self._args = (c, a_label, b_label)
+        self.item.clear()
+        self.rows = [r for r in c.rows if (r.a_ms or r.b_ms)]
+        if not c.stage_source or not self.rows:
+            self.show_message("Per-stage times appear here when both variants have them (Measure A and B).")
+            return
+        ink = self.palette().color(QPalette.ColorRole.Text)
+        ys = list(range(len(self.rows)))
+        self.plot.setMinimumHeight(int(len(self.rows) * 1.6 * (self.fontMetrics().height() + 2)) + 70)  # two bars a row
+        add_hbars(self.item, [y - 0.19 for y in ys], [r.a_ms or 0.0 for r in self.rows], A_COLOR, 0.36)
+        add_hbars(self.item, [y + 0.19 for y in ys], [r.b_ms or 0.0 for r in self.rows], MEASURED_COLOR, 0.36)
+        top = max(max(r.a_ms or 0.0, r.b_ms or 0.0) for r in self.rows)
+        for y, r in zip(ys, self.rows):
+            words, _color = speedup_words(r.speedup)
+            if r.speedup is not None:
+                label = pg.TextItem(words, color=ink, anchor=(0, 0.5))
+                label.setPos((r.b_ms or 0.0) + top * 0.02, y + 0.19)
+                self.item.addItem(label)
+        self.item.getAxis("left").setTicks([list(zip(ys, [r.stage for r in self.rows]))])
+        self.item.setYRange(-0.6, len(ys) - 0.4, padding=0.02)
+        self.item.setXRange(0, top * 1.35, padding=0)
+        self.item.setLabel("bottom", f"ms per run ({c.stage_source})")
+        self.show_plot([swatch(A_COLOR, f"A: {a_label}"), swatch(MEASURED_COLOR, f"B: {b_label}")])
+
+    def data_table(self) -> Table:
+        rows: list[list[object]] = [[r.stage, r.a_ms, r.b_ms, r.speedup] for r in self.rows] if self.currentWidget() is self.page else []
+        return Table(["stage", "A ms", "B ms", "speedup of B"], rows)
+
+
 Choice = tuple[str, Schedule]  # (label, schedule): what a side can be
 Lookup = Callable[[Schedule], Measurement | None]  # a stored measurement of a schedule of the open pipeline
 MeasureFn = Callable[[Schedule, str], None]  # queue a (profiled) measurement
@@ -279,7 +333,11 @@ class CompareDialog(QDialog):
         row.addWidget(self.summary, 1)
         row.addWidget(self.only_diff, 0, Qt.AlignmentFlag.AlignTop)
         tl.addLayout(row)
-        tl.addWidget(self.table, 1)
+        self.chart = CompareBars()
+        self.views = QTabWidget()
+        self.views.addTab(self.table, "Per stage")
+        self.views.addTab(self.chart, "Chart")
+        tl.addWidget(self.views, 1)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(table_box)
         split.addWidget(nests)
@@ -442,6 +500,7 @@ class CompareDialog(QDialog):
         for button, side in ((self.measure_a, a), (self.measure_b, b)):
             button.setEnabled(self.can_measure and side.measured_stages is None)
         self._show_rows()
+        self.chart.show_comparison(c, a.label, b.label)
 
     @Slot()
     def _show_rows(self) -> None:

@@ -42,6 +42,11 @@ def style_plot(plot: pg.PlotWidget, widget: QWidget) -> pg.PlotItem:
     return item
 
 
+def add_hbars(item: pg.PlotItem, ys: list[float], widths: list[float], color: QColor, height: float) -> None:
+    """One series of horizontal bars from 0 (a row per y), outlined a shade darker."""
+    item.addItem(pg.BarGraphItem(x0=0, y=ys, height=height, width=widths, brush=color, pen=pg.mkPen(color.darker(125))))
+
+
 def swatch(color: QColor, text: str, filled: bool = True) -> str:
     """Rich text for a legend entry: a coloured square (or ring) and its words."""
     mark = "■" if filled else "○"
@@ -235,8 +240,7 @@ class StageBars(Chart):
             shares = [100 * values.get(s, 0.0) / total for s in stages]
             self._series.append((name, shares))
             y = [v + (offset if len(series) == 2 else 0) for v in ys]
-            bars = pg.BarGraphItem(x0=0, y=y, height=height, width=shares, brush=color, pen=pg.mkPen(color.darker(125)))
-            self.item.addItem(bars)
+            add_hbars(self.item, y, shares, color, height)
             # Milliseconds on one series only (the measured one when there is one): two
             # labels per stage do not fit in a short dock.
             if name != series[-1][0]:

@@ -139,6 +139,7 @@ def test_compare_view_gives_the_per_stage_ratio_of_two_measurements(qtbot: QtBot
     assert d.table.item(1, 5).text() == "4.00× faster" and "parallel(loop=y)" in d.table.item(1, 2).text()
     assert d.nest_a.toPlainText() == build_loopnest(w.doc.pipeline, first).render()
     assert "parallel for y" in d.nest_b.toPlainText() and len(d.nest_b.extraSelections()) == 1  # blur_y's lines tinted
+    assert d.chart.data_table().rows == [["blur_x", 1.0, 1.0, 1.0], ["blur_y", 2.0, 0.5, 4.0]]  # the chart's bars (and CSV)
     table = d.data_table()  # its CSV export: the rows shown, then the totals
     assert [row[0] for row in table.rows] == ["blur_x", "blur_y", "(total) A = #1: default; B = Current schedule (#2: blur_y: parallel)"]
     assert [row[6] for row in table.rows] == [1.0, 4.0, 2.0] and table.rows[1][4:6] == [2.0, 0.5]
