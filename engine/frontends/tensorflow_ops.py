@@ -126,6 +126,19 @@ def _binary(cx: Ctx, ins: list[Any]) -> list[Any]:
     return [cx.em.binary(_BINARY[cx.node.op], ins[0], ins[1], cx.hint)]
 
 
+@handles("Pow")
+def _pow(cx: Ctx, ins: list[Any]) -> list[Any]:
+    p = cx.em.scalar(ins[1]) if isinstance(ins[1], np.ndarray) else None
+    if p is None or isinstance(ins[0], np.ndarray):
+        raise Unsupported("Pow with a computed or non-scalar exponent (only constant scalar exponents are mapped)")
+    return [cx.em.unary("pow", ins[0], cx.hint, p=p)]
+
+
+@handles("BroadcastTo")
+def _broadcast_to(cx: Ctx, ins: list[Any]) -> list[Any]:
+    return [cx.em.expand(ins[0], tuple(_ints(cx.const(ins[1], "the target shape"))), cx.hint)]
+
+
 @handles("SquaredDifference")
 def _squared_difference(cx: Ctx, ins: list[Any]) -> list[Any]:
     d = cx.em.binary("sub", ins[0], ins[1], f"{cx.hint}_diff")

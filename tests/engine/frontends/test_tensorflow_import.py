@@ -134,12 +134,16 @@ def test_a_frozen_graphdef_imports_through_load_pipeline(tmp_path):
         y = tf.nn.relu6(tf.nn.conv2d(x, w, strides=1, padding="SAME"))
         y = tf.nn.max_pool2d(y, 2, 2, "VALID")
         a, b = tf.split(y, 2, axis=3)
-        return tf.reduce_mean(tf.sigmoid(a) * b[:, ::-1, :, 1:], axis=[1, 2], keepdims=True)
+        z = tf.reduce_mean(tf.sigmoid(a) * b[:, ::-1, :, 1:], axis=[1, 2], keepdims=True)
+        return tf.pow(x[:, :1, :1, :], 1.5) + tf.broadcast_to(z[..., :1], (1, 1, 1, 2))  # a fractional power: positive test data
 
     pb = _frozen_pb(fn, tf.TensorSpec((None, 8, 8, 2), tf.float32, name="x"), tmp_path / "frozen.pb")
     p = api.load_pipeline(str(pb))
     assert p.source["format"] == "graphdef" and p.outputs and api.load_pipeline(str(pb)).content_hash() == p.content_hash()
-    assert R.make_inputs(p)[p.inputs[0].name].shape == (1, 8, 8, 2)  # the unknown batch size is 1
+    assert {"expand", "conv", "pool_nd", "slice"} <= {r.op for r in p.ops}
+    assert [r.attrs["p"] for r in p.ops if r.attrs.get("fn") == "pow"] == [1.5]
+    x = R.make_inputs(p)[p.inputs[0].name]
+    assert x.shape == (1, 8, 8, 2) and x.min() >= 0.5  # the unknown batch size is 1; pow 1.5 needs x > 0
     verified(p)
 
 
