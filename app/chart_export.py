@@ -14,7 +14,7 @@ from pathlib import Path
 import pyqtgraph as pg
 import pyqtgraph.exporters as pg_exporters
 from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRectF, QStandardPaths, Qt
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QPainter, QTextDocumentFragment
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
@@ -42,8 +42,8 @@ def csv_text(table: Table) -> str:
 
 
 def image_bytes(item: pg.PlotItem, fmt: str, title: str = "") -> bytes:
-    """The plot drawn as PNG or SVG, `title` (the legend, which lives outside the plot)
-    shown above it while it is drawn."""
+    """The plot drawn as PNG or SVG, `title` (the legend as rich text: it lives outside the
+    plot) shown above it while it is drawn."""
     if fmt not in ("png", "svg"):
         raise ValueError(f"unknown image format {fmt!r}: expected png or svg")
     if title:
@@ -80,7 +80,7 @@ def _svg_bytes(item: pg.PlotItem, title: str) -> bytes:
     gen.setOutputDevice(buf)
     gen.setSize(source.size().toSize())
     gen.setViewBox(QRectF(0, 0, source.width(), source.height()))
-    gen.setTitle(title or "chart")
+    gen.setTitle(QTextDocumentFragment.fromHtml(title).toPlainText() if title else "chart")
     gen.setDescription("Schedule Explorer chart")
     views = scene.views()
     if views:  # the screen's resolution: pictures pyqtgraph recorded for the screen (axes) keep their size and place

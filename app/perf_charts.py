@@ -10,7 +10,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QColor, QPalette, QResizeEvent, QTextDocumentFragment
+from PySide6.QtGui import QColor, QPalette, QResizeEvent
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
 from . import chart_export
@@ -74,7 +74,7 @@ class Chart(QStackedWidget):
         self.plot = pg.PlotWidget()
         self.item = style_plot(self.plot, self)
         self.export = chart_export.install(
-            self.plot, self.item, lambda: self.export_name, self.data_table, self.legend_text, self.extend_menu
+            self.plot, self.item, lambda: self.export_name, self.data_table, self.legend_html, self.extend_menu
         )
         page = QWidget()
         lay = QVBoxLayout(page)
@@ -103,9 +103,9 @@ class Chart(QStackedWidget):
         """What the chart plots now, as rows (its CSV export); charts override this."""
         return Table(["x", "y"])
 
-    def legend_text(self) -> str:
-        """The legend as plain text (the title of an exported picture)."""
-        return QTextDocumentFragment.fromHtml(self.legend.text()).toPlainText() if self.currentWidget() is self.page else ""
+    def legend_html(self) -> str:
+        """The legend, coloured swatches and all (the title of an exported picture)."""
+        return self.legend.text() if self.currentWidget() is self.page else ""
 
     def extend_menu(self, menu: QMenu) -> None:
         """Add a chart's own actions to its right-click menu (after the exports)."""

@@ -56,7 +56,7 @@ def test_every_chart_exports_png_svg_and_its_plotted_data_as_csv(open_window, tm
     bars, plot, search = w.performance.stage_bars, w.performance.history_plot, w.search_panel.plot
     # The per-stage chart: one row per plotted stage, the ms labels and the bar widths (%).
     path = tmp_path / "bars.csv"
-    chart_export.export(path, bars.item, bars.data_table(), bars.legend_text())
+    chart_export.export(path, bars.item, bars.data_table(), bars.legend_html())
     rows = _read_csv(path)
     assert rows[0] == [
         "stage",
@@ -84,7 +84,7 @@ def test_every_chart_exports_png_svg_and_its_plotted_data_as_csv(open_window, tm
     for chart in (bars, plot):
         for fmt, magic in (("png", b"\x89PNG"), ("svg", b"<svg")):
             out = tmp_path / f"{chart.export_name}.{fmt}"
-            chart_export.export(out, chart.item, chart.data_table(), chart.legend_text())
+            chart_export.export(out, chart.item, chart.data_table(), chart.legend_html())
             data = out.read_bytes()
             assert len(data) > 2000 and magic in data[:400], (chart.export_name, fmt)
     # Offered on right-click, on every chart; a bad suffix is refused by name.
