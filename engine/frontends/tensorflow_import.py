@@ -309,12 +309,22 @@ def _attr(v: Any, tf: Any) -> Any:
 
 def _load_graph(graph: _Graph) -> tuple[Any, list[TfNode]]:
     """The GraphDef imported into a TensorFlow graph (which infers every shape), and its nodes
-    in topological order (data inputs; control inputs only order)."""
+    in topological order (data inputs; control inputs only order).
+
+    The graph TensorFlow runs has no control edges: running a mapped node must run nothing
+    but its data inputs (each mapped or checked pure), never a node a control edge hangs on
+    it (a WriteFile, say); once variables are constants, control edges order nothing."""
     tf = _tf()
     g = tf.Graph()
+    runnable = type(graph.graph_def)()
+    runnable.CopyFrom(graph.graph_def)
+    for n in runnable.node:
+        data_only = [i for i in n.input if not i.startswith("^")]
+        del n.input[:]
+        n.input.extend(data_only)
     try:
         with g.as_default():
-            tf.graph_util.import_graph_def(graph.graph_def, name="")
+            tf.graph_util.import_graph_def(runnable, name="")
     except Exception as exc:  # noqa: BLE001  # invalid graphs: unknown ops, bad references, bad attrs
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelImportError(f"{graph.where}: TensorFlow rejects the graph ({type(exc).__name__}: {why})") from None

@@ -24,9 +24,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from keras import layers  # noqa: E402
+import keras
+import numpy as np
+from keras import layers
 
 HERE = Path(__file__).resolve().parent
 INCEPTION = "inception_small.keras"

@@ -224,3 +224,21 @@ def test_tensorflow_loads_only_for_a_tensorflow_model_and_its_absence_is_one_lin
     assert lines[1:] == [
         "TensorFlow is not installed: pip install 'schedule-explorer[tensorflow]' (in a checkout: .venv/bin/pip install -e '.[tensorflow]')"
     ]
+
+
+def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path):
+    """A GraphDef may attach any op to a mapped one by a control dependency; importing and
+    running the reference must not execute it (here: a WriteFile)."""
+    target = tmp_path / "written"
+
+    def fn(x):
+        w = tf.io.write_file(str(target), "ran")
+        with tf.control_dependencies([w]):
+            return tf.tanh(x) * 2.0
+
+    pb = _frozen_pb(fn, tf.TensorSpec((3, 4), tf.float32, name="x"), tmp_path / "hook.pb")
+    assert b"WriteFile" in pb.read_bytes()
+    res = import_tensorflow(pb, tmp_path)
+    assert res.report.ops_mapped == {"Identity": 1, "Mul": 1, "Tanh": 1}
+    verified(res.pipeline)
+    assert not target.exists()
