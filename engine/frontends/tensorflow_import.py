@@ -185,6 +185,7 @@ def _from_saved_model(path: Path) -> _Graph:
     tf = _tf()
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2  # noqa: PLC0415
 
+    _check_saved_model_ops(path)
     try:
         loaded = tf.saved_model.load(str(path))
     except Exception as exc:  # noqa: BLE001  # protobuf, checkpoint and graph errors
@@ -210,6 +211,56 @@ def _from_saved_model(path: Path) -> _Graph:
     graph.notes.append(f"SavedModel signature {key!r}")
     _fix_placeholders(graph)
     return graph
+
+
+# Ops a SavedModel must not contain: loading one runs its restore and resource-initializer
+# graph functions, so these are refused before anything loads (Python callbacks; file writes,
+# except the checkpoint writes of the model's own saver function, which loading never calls).
+CALLS_PYTHON = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+SAVER_OPS = frozenset({"SaveV2", "MergeV2Checkpoints"})
+WRITES_FILES = SAVER_OPS | {
+    "WriteFile", "Save", "SaveSlices", "SaveDataset", "SaveDatasetV2", "ExperimentalSaveDataset", "DatasetToTFRecord",
+    "ExperimentalDatasetToTFRecord", "CreateSummaryFileWriter", "WriteSummary", "WriteScalarSummary", "WriteHistogramSummary",
+    "WriteImageSummary", "WriteAudioSummary", "WriteRawProtoSummary", "WriteGraphSummary", "ImportEvent", "DebugIdentityV2",
+    "DebugIdentityV3",
+}  # fmt: skip
+
+
+def _check_saved_model_ops(path: Path) -> None:
+    """Refuse a SavedModel whose graphs call Python or write files (see CALLS_PYTHON, WRITES_FILES)."""
+    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
+
+    try:
+        sm = saved_model_pb2.SavedModel.FromString((path / SAVED_MODEL_FILE).read_bytes())
+    except Exception as exc:  # noqa: BLE001  # protobuf's DecodeError, an unreadable file
+        raise ModelImportError(f"{path}: not a loadable SavedModel ({SAVED_MODEL_FILE}: {type(exc).__name__}: {exc})") from None
+    for mg in sm.meta_graphs:
+        lib = {f.signature.name: f for f in mg.graph_def.library.function}
+        graph_nodes = {n.name: n for n in mg.graph_def.node}
+        saver = graph_nodes.get(mg.saver_def.save_tensor_name.split(":")[0])
+        saver_fns = _called(lib, [saver] if saver is not None else [])
+        places: list[tuple[str | None, Any]] = [(None, n) for n in mg.graph_def.node]
+        places += [(name, n) for name, f in lib.items() for n in f.node_def]
+        for fn, n in places:
+            own_saver = n.op in SAVER_OPS and fn in saver_fns
+            if n.op in CALLS_PYTHON or (n.op in WRITES_FILES and not own_saver):
+                why = "calls Python" if n.op in CALLS_PYTHON else "writes files"
+                where = "the graph" if fn is None else f"function {fn!r}"
+                raise ModelImportError(f"{path}: refused: node {n.name!r} in {where} is {n.op}, which {why}; nothing was loaded or run")
+
+
+def _called(lib: dict[str, Any], nodes: list[Any]) -> set[str]:
+    """Names of the library functions `nodes` call, directly or through the functions they call."""
+    seen: set[str] = set()
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        for a in n.attr.values():
+            for fn in [a.func, *a.list.func] if a.HasField("func") or a.list.func else []:
+                if fn.name in lib and fn.name not in seen:
+                    seen.add(fn.name)
+                    todo += list(lib[fn.name].node_def)
+    return seen
 
 
 def _from_graphdef_file(path: Path) -> _Graph:

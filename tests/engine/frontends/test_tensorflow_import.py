@@ -242,3 +242,22 @@ def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path):
     assert res.report.ops_mapped == {"Identity": 1, "Mul": 1, "Tanh": 1}
     verified(res.pipeline)
     assert not target.exists()
+
+
+def test_a_savedmodel_that_writes_files_is_refused_before_it_loads(tmp_path):
+    """Loading a SavedModel runs its restore and initializer graph functions: one holding a
+    file-writing (or Python-calling) op is refused before TensorFlow loads anything."""
+    target = tmp_path / "written"
+
+    class Writer(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec((2, 3), tf.float32)])
+        def serve(self, x):
+            w = tf.io.write_file(str(target), "ran")
+            with tf.control_dependencies([w]):
+                return tf.tanh(x)
+
+    m = Writer()
+    tf.saved_model.save(m, str(tmp_path / "writer"), signatures=m.serve)
+    with pytest.raises(ModelImportError, match=r"writer: refused: node 'WriteFile' in function '.*' is WriteFile, which writes files"):
+        import_tensorflow(tmp_path / "writer", tmp_path)
+    assert not target.exists()
