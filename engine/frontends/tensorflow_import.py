@@ -2,8 +2,9 @@
 
 Three kinds of files: a Keras model (`.keras`, loaded with Keras' `safe_mode=True`, which
 refuses Lambda layers and other pickled Python), a SavedModel directory (its serving
-signature; `tf.saved_model.load` restores TensorFlow graph functions and variables, it
-runs no Python from the file) and a frozen GraphDef (`.pb`). Each becomes one frozen
+signature; `tf.saved_model.load` runs TensorFlow graph ops only, never Python from the file,
+and a SavedModel with ops that call Python or write files is refused before it loads) and a
+frozen GraphDef (`.pb`). Each becomes one frozen
 graph (variables as constants, `convert_variables_to_constants_v2`), its inputs fixed to
 static shapes (an unknown batch size becomes 1). Nodes that do not depend on the inputs
 are evaluated by TensorFlow in one run (only pure operators: constants, shape arithmetic
