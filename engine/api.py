@@ -12,7 +12,7 @@ from . import zoo
 from .database import Database
 from .halide_backend import target_string
 from .ir import Pipeline, PipelineError
-from .measure import Job, Measurement, Runner, host_fingerprint
+from .measure import Job, Measurement, MeasureRunner, host_fingerprint
 from .schedule import Schedule, ScheduleError, default_schedule, validate
 
 
@@ -113,11 +113,15 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
     return sched
 
 
-def stored_measurement(p: Pipeline, db: Database, schedule_key: str, threads: int) -> Measurement | None:
+def stored_measurement(
+    p: Pipeline, db: Database, schedule_key: str, threads: int, runner: MeasureRunner | None = None
+) -> Measurement | None:
     """The measurement `db` holds for pipeline `p` and `schedule_key` (a schedule's content
-    hash, or measure.autoscheduler_key(name)) on this target and host with `threads`
-    threads (marked `cached`), or None. The cache lookup `measure` does, without measuring."""
-    return db.lookup(p.content_hash(), schedule_key, target_string(), host_fingerprint(), threads)
+    hash, or measure.autoscheduler_key(name)) on this target and host (or those `runner`
+    measures on: a cluster's node kind) with `threads` threads (marked `cached`), or None.
+    The cache lookup `measure` does, without measuring."""
+    target, host = (runner.target, runner.host) if runner is not None else (target_string(), host_fingerprint())
+    return db.lookup(p.content_hash(), schedule_key, target, host, threads)
 
 
 def forget_measurements(p: Pipeline, db: Database) -> tuple[int, int]:
@@ -130,7 +134,7 @@ def forget_measurements(p: Pipeline, db: Database) -> tuple[int, int]:
 def measure(
     p: Pipeline,
     sched: Schedule | None,
-    runner: Runner,
+    runner: MeasureRunner,
     db: Database | None = None,
     *,
     autoscheduler: str | None = None,
@@ -145,7 +149,7 @@ def measure(
     job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
     key = job.schedule_key()
     if db is not None and not force:
-        hit = stored_measurement(p, db, key, runner.threads)
+        hit = stored_measurement(p, db, key, runner.threads, runner)
         if hit is not None:
             return hit
     m = runner.run(job, should_cancel)

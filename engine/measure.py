@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from .ir import Pipeline, canonical_hash
 from .schedule import Schedule, ScheduleError, validate
@@ -220,12 +220,42 @@ class _Worker:
         self.stderr.close()
 
 
+class MeasureRunner(Protocol):
+    """What measures jobs: the local `Runner`, or a cluster's (engine/cluster). `host` and
+    `target` are those of the machines its measurements come from, the database's cache key."""
+
+    threads: int
+    slots: int  # jobs it runs at once (threads may each wait on one)
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement: ...
+
+    def close(self) -> None: ...
+
+
 class Runner:
     """Runs jobs in an isolated worker process, one job at a time, reused across jobs."""
+
+    slots = 1
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or default_threads()
         self._worker: _Worker | None = None
+
+    @property
+    def host(self) -> str:
+        return host_fingerprint()
+
+    @property
+    def target(self) -> str:
+        from .halide_backend import target_string  # noqa: PLC0415  # Halide loads in the parent only when asked
+
+        return target_string()
 
     @property
     def worker_pid(self) -> int | None:

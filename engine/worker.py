@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,27 @@ from .schedule import Schedule, ScheduleError
 Program = HB.Lowered | segments.Segmented
 _REF_CACHE: OrderedDict[tuple[str, int], tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]] = OrderedDict()
 _COMPILED: OrderedDict[tuple[str, str], tuple[Program, float]] = OrderedDict()
+# A file whose exclusive lock a job holds while it times (engine/cluster sets it per node):
+# compiles of several jobs on a node run in parallel, their timings one at a time.
+TIMING_LOCK_ENV = "SCHEDULE_EXPLORER_TIMING_LOCK"
+
+
+@contextlib.contextmanager
+def timing_slot() -> Iterator[None]:
+    """Hold the node's timing lock ($SCHEDULE_EXPLORER_TIMING_LOCK) if one is set; the kernel
+    releases it if this process dies."""
+    path = os.environ.get(TIMING_LOCK_ENV)
+    if not path:
+        yield
+        return
+    import fcntl  # noqa: PLC0415  # POSIX only, and only on cluster nodes
+
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def die_with_parent(parent: int) -> None:
@@ -92,9 +113,10 @@ def _execute(job: Job, threads: int) -> Measurement:
     keep = low.bind(inputs)
     outs = HB.output_arrays(p)
     run = low.runner(outs)
-    for _ in range(max(1, job.warmup)):
-        run()
-    rounds = [_time(run, job) for _ in range(max(1, job.rounds))]
+    with timing_slot():
+        for _ in range(max(1, job.warmup)):
+            run()
+        rounds = [_time(run, job) for _ in range(max(1, job.rounds))]
     times = [t for r in rounds for t in r]
     m = Measurement(
         p.name, p.content_hash(), sched_key, True, compile_s=compile_s, threads=threads, target=HB.target_string(),
@@ -123,7 +145,8 @@ def _execute(job: Job, threads: int) -> Measurement:
             return m
     if job.profile:
         low.compile(profile=True)
-        m.stages = _profile(low, run, m.median_ms or 0.0, job.min_time_s)
+        with timing_slot():
+            m.stages = _profile(low, run, m.median_ms or 0.0, job.min_time_s)
     del keep
     return m
 

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import api, zoo
+from ..cluster import ClusterSpec, make_runner
 from ..expr import Access, Var
-from ..halide_backend import AUTOSCHEDULERS, target_string
+from ..halide_backend import AUTOSCHEDULERS
 from ..ir import Dim, Input, Pipeline, Stage
-from ..measure import Measurement, Runner, host_fingerprint
+from ..measure import Measurement, MeasureRunner
 
 
 def _trivial() -> Pipeline:
@@ -58,10 +59,12 @@ def bench_core(
     autoschedulers: Sequence[str] = tuple(AUTOSCHEDULERS),
     repeats: int = 3,
     min_time_s: float = 0.5,
+    cluster: ClusterSpec | str = "local",
 ) -> dict[str, Any]:
     """Every zoo pipeline of `pipelines` (default: all) at `size` under the default and hand
     schedules and each of `autoschedulers` (may be empty), `repeats` rounds of at least
-    `min_time_s` timed seconds per variant; the median of the round medians is the figure."""
+    `min_time_s` timed seconds per variant; the median of the round medians is the figure.
+    `cluster` (engine/cluster): where the measurements run (one host kind; its host is the "machine")."""
     names = list(pipelines) if pipelines is not None else zoo.names()
     autos = list(autoschedulers)
     for a in autos:
@@ -73,7 +76,8 @@ def bench_core(
     from .peak import fma_peak_gflops  # noqa: PLC0415  # compiles a Halide kernel: only when benchmarking
 
     peak_before = fma_peak_gflops()
-    with Runner() as runner:
+    runner: MeasureRunner = make_runner(cluster)
+    try:
         ov = api.measure(_trivial(), None, runner, None, min_time_s=0.3, rounds=repeats, verify=True)
         overhead_ms = ov.median_ms or 0.0
         for name in names:
@@ -100,13 +104,18 @@ def bench_core(
             if hand.get("ok") and adams.get("ok"):
                 row["hand_speedup_over_adams2019"] = adams["median_ms"] / hand["median_ms"]
             results[name] = row
+        machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
+        if str(cluster) != "local":
+            machine["cluster"] = str(cluster)  # measured there; the FMA peak is this machine's
+    finally:
+        runner.close()
     peak = max(peak_before["best_gflops"], fma_peak_gflops()["best_gflops"])  # before and after: the quieter one
     for r in results.values():
         if r["hand"].get("ok"):
             r["hand"]["pct_of_peak"] = 100 * r["hand"]["gflops"] / peak
     geo = [r["hand_speedup_over_adams2019"] for r in results.values() if "hand_speedup_over_adams2019" in r]
     return {
-        "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
+        "machine": machine,
         "size": size,
         "repeats": repeats,
         "fma_peak_gflops": peak,

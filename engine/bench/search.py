@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import api, zoo
+from ..cluster import ClusterSpec, make_runner
 from ..costmodel import model_by_name
-from ..halide_backend import AUTOSCHEDULERS, target_string
-from ..measure import Measurement, Runner, host_fingerprint
+from ..halide_backend import AUTOSCHEDULERS
+from ..measure import Measurement, MeasureRunner
 from ..schedule import Schedule
 from .core import geomean, median_cell
 
@@ -38,7 +39,7 @@ def _verified_row(p: Any, ms: list[Measurement]) -> dict[str, Any]:
 
 
 def _search_one(
-    p: Any, strategy: str, budget_s: float, trials: int, seed: int, model: str, runner: Runner
+    p: Any, strategy: str, budget_s: float, trials: int, seed: int, model: str, runner: MeasureRunner
 ) -> tuple[dict[str, Any], Schedule | None]:
     from ..search import Budget, run_search  # noqa: PLC0415
 
@@ -63,11 +64,13 @@ def bench_search(
     model: str = "default",
     repeats: int = 3,
     min_time_s: float = 0.3,
+    cluster: ClusterSpec | str = "local",
 ) -> dict[str, Any]:
     """`strategies` (default: every one) against Halide's autoschedulers on the zoo
     `pipelines` (default: all) at `size`: each search with `trials` measurements at most,
     cost model `model`, and `budget_s` wall seconds (None: Adams2019's search time plus
-    `extra_s`); then `repeats` interleaved rounds of >= `min_time_s` seconds per result."""
+    `extra_s`); then `repeats` interleaved rounds of >= `min_time_s` seconds per result.
+    `cluster` (engine/cluster): where everything is measured (one host kind: the "machine")."""
     from ..search import STRATEGIES  # noqa: PLC0415
 
     names = list(pipelines) if pipelines is not None else zoo.names()
@@ -82,7 +85,8 @@ def bench_search(
     opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
     t_start = time.time()
     results: dict[str, Any] = {}
-    with Runner() as runner:
+    runner: MeasureRunner = make_runner(cluster)
+    try:
         for name in names:
             p = zoo.get(name, size)
             row: dict[str, Any] = {"stages": len(p.stages), "gflop": p.flops() / 1e9}
@@ -110,6 +114,11 @@ def bench_search(
                         row[s][f"speedup_over_{a.lower()}"] = row[a]["median_ms"] / row[s]["median_ms"]
             results[name] = row
             _log(f"{name}: " + ", ".join(f"{k} {v.get('median_ms', float('nan')):.3f}" for k, v in row.items() if isinstance(v, dict)))
+        machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
+        if str(cluster) != "local":
+            machine["cluster"] = str(cluster)
+    finally:
+        runner.close()
     summary = {}
     for s in strats:
         over = {
@@ -123,7 +132,7 @@ def bench_search(
             "max_model_s": max((r[s]["model_s"] for r in results.values()), default=None),
         }
     return {
-        "machine": {"host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version()},
+        "machine": machine,
         "size": size, "repeats": repeats, "trials": trials, "seed": seed, "model": model,
         "budget": f"{budget_s} s" if budget_s is not None else f"Adams2019 search time + {extra_s} s",
         "wall_s": time.time() - t_start, "summary": summary, "pipelines": results, "table": _table(results, strats, summary),

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from .. import api
+from ..cluster import ClusterError
 from ..database import DatabaseError
 from ..frontends.common import ModelImportError
 from ..ir import PipelineError
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return runs[args.cmd](args)
-    except (CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, CompilerCrashError, DatabaseError, OSError) as exc:
+    except (
+        CliError, api.InputError, ScheduleError, PipelineError, ModelImportError, CompilerCrashError, DatabaseError, ClusterError, OSError,
+    ) as exc:  # fmt: skip
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # always one line
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..cluster import CLUSTER_HELP, ClusterError, ClusterSpec, parse_cluster
+
 MAX_THREADS = 1024  # Halide's thread pool and torch take any number: more than this is a typo
 MAX_COUNT = 10**9
 MAX_SECONDS = 1e6  # about 11 days: beyond it timers overflow (poll(), Halide's int32 ms)
@@ -198,3 +200,16 @@ def output_dir(s: str) -> str:
 def split(names: str | None) -> list[str] | None:
     """A comma list these types normalized (`names_in`) as names; None when not given."""
     return [n for n in names.split(",") if n] if names else None
+
+
+def cluster(s: str) -> ClusterSpec:
+    """--cluster: local, ray, ray://HOST:PORT or HOST:PORT (engine/cluster)."""
+    try:
+        return parse_cluster(s)
+    except ClusterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_cluster(parser: argparse.ArgumentParser) -> None:
+    """The --cluster option of every command that measures in bulk."""
+    parser.add_argument("--cluster", type=cluster, default=ClusterSpec(), help=CLUSTER_HELP)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,11 @@ def register(subparsers: Any) -> None:
     g.add_argument("--per-pipeline", type=A.positive_int, default=10, help="verified schedules per pipeline")
     g.add_argument("--seed", type=A.seed, default=0)
     g.add_argument(
-        "--workers", type=A.int_in(1, 256), default=1, help="worker processes measuring in parallel (1 gives the cleanest timings)"
-    )
+        "--workers", type=A.int_in(1, 256), default=None,
+        help="worker processes measuring in parallel (default 1: the cleanest timings; with --cluster: jobs at once, default its CPUs)",
+    )  # fmt: skip
     g.add_argument("--threads", type=A.threads, default=None, help="Halide threads per worker (default: cores / workers)")
+    A.add_cluster(g)
     g.add_argument("--no-zoo", action="store_true", help="leave out the zoo pipelines at small size")
     g.add_argument("--max-stages", type=A.int_in(2, 256), default=8)
     g.add_argument("--size", choices=list(FLOP_BUDGET), default="small")
@@ -66,6 +69,7 @@ def register(subparsers: Any) -> None:
     c.add_argument("--pipelines", type=A.pipelines, help="comma-separated zoo names (default: all)")
     c.add_argument("--size", choices=["small", "full"], default="full")
     c.add_argument("--threads", type=A.threads, default=None)
+    A.add_cluster(c)
     c.add_argument("--json", action="store_true")
     x = sub.add_parser("export", help="write the dataset as a small .jsonl.gz file (pipelines, schedules, verified timings)")
     x.add_argument("--db", help="SQLite file")
@@ -103,15 +107,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from ..cluster import make_runner  # noqa: PLC0415
     from ..costmodel.dataset import generate  # noqa: PLC0415  # heavy imports only for this command
 
     def progress(k: int, n: int, st: dict[str, int]) -> None:
         _err(f"[{k}/{n}] " + ", ".join(f"{a} {b}" for a, b in sorted(st.items())))
 
-    res = generate(
-        _db(args), args.pipelines, args.per_pipeline, args.seed, args.workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
-        size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout}, progress=progress,
-    )  # fmt: skip
+    runner = None if args.cluster.kind == "local" else make_runner(args.cluster, args.threads)
+    try:
+        workers = args.workers or (runner.slots if runner is not None else 1)
+        res = generate(
+            _db(args), args.pipelines, args.per_pipeline, args.seed, workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
+            size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout},
+            progress=progress, runner=runner,
+        )  # fmt: skip
+    finally:
+        if runner is not None:
+            runner.close()
+    if runner is not None:
+        res.update(cluster=str(args.cluster), host=runner.host, target=runner.target)
     print_result(args, res, ", ".join(f"{k} {v}" for k, v in res.items()))
     return 0
 
@@ -148,17 +162,18 @@ def _models_dir(args: argparse.Namespace) -> str:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from .. import zoo  # noqa: PLC0415
+    from ..cluster import make_runner  # noqa: PLC0415
     from ..costmodel import AnalyticModel  # noqa: PLC0415
     from ..costmodel.calibration import calibrate, table  # noqa: PLC0415
     from ..costmodel.train import load_models  # noqa: PLC0415
     from ..database import Database, default_path  # noqa: PLC0415
-    from ..measure import Runner, default_threads  # noqa: PLC0415
+    from ..measure import default_threads  # noqa: PLC0415
 
     d = _models_dir(args)
     threads = args.threads or default_threads()
     models = {"analytic": AnalyticModel(cores=threads), **load_models(d)}
     names = A.split(args.pipelines) or zoo.names()  # checked against the zoo by the option's type
-    with Database(args.db or default_path()) as db, Runner(threads) as runner:
+    with Database(args.db or default_path()) as db, closing(make_runner(args.cluster, threads)) as runner:
         res = calibrate(models, names, runner, db, size=args.size, progress=_err)
     res["models_dir"] = d
     res["table"] = table(res)

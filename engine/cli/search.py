@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from .. import api, zoo
+from ..cluster import make_runner
 from ..costmodel import model_by_name
 from ..database import Database
 from ..halide_backend import AUTOSCHEDULERS
-from ..measure import Runner
 from . import args as A
 
 
@@ -42,6 +43,7 @@ def register(subparsers: Any) -> None:
     sp.add_argument("--no-db", action="store_true", help="neither read nor write the database")
     sp.add_argument("--threads", type=A.threads, default=None, help=f"Halide threads, 1 to {A.MAX_THREADS} (default: all cores)")
     sp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    A.add_cluster(sp)
     sp.add_argument("--json", action="store_true")
 
 
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    with Runner(args.threads) as runner:
+    with closing(make_runner(args.cluster, args.threads)) as runner:  # a cluster's runner measures on one host kind
         try:
             model = model_by_name(args.model)
         except ValueError as exc:

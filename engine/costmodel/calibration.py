@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import api, zoo
 from ..database import Database
-from ..measure import Runner
+from ..measure import MeasureRunner
 from .base import CostModel
 from .evaluate import pairwise_accuracy
 
@@ -29,7 +29,7 @@ SCHEDULES = ("default", "hand", "heuristic")
 def calibrate(
     models: Mapping[str, CostModel],
     pipelines: list[str],
-    runner: Runner,
+    runner: MeasureRunner,
     db: Database | None,
     size: str = "full",
     min_time_s: float = 0.2,

@@ -36,7 +36,7 @@ from .. import api, zoo
 from ..database import Database
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
-from ..measure import Runner, default_threads
+from ..measure import MeasureRunner, Runner, default_threads
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
@@ -139,14 +139,16 @@ class _Ctx:
     threads: int
     job: dict[str, Any]
     local: threading.local
-    runners: list[Runner]
+    runners: list[MeasureRunner]
     lock: threading.Lock
+    shared: MeasureRunner | None = None  # one runner for every thread (a cluster's), else one Runner each
 
-    def runner_db(self) -> tuple[Runner, Database]:
+    def runner_db(self) -> tuple[MeasureRunner, Database]:
         if not hasattr(self.local, "runner"):
-            self.local.runner, self.local.db = Runner(self.threads), Database(self.db_path)
-            with self.lock:
-                self.runners.append(self.local.runner)
+            self.local.runner, self.local.db = self.shared or Runner(self.threads), Database(self.db_path)
+            if self.shared is None:
+                with self.lock:
+                    self.runners.append(self.local.runner)
         return self.local.runner, self.local.db
 
 
@@ -196,18 +198,21 @@ def generate(
     threads: int | None = None,
     job_options: dict[str, Any] | None = None,
     progress: Callable[[int, int, dict[str, int]], None] | None = None,
+    runner: MeasureRunner | None = None,
 ) -> dict[str, Any]:
     """Measure `per_pipeline` schedules of each dataset pipeline into the database at `db_path`.
 
     `workers` Runner processes are driven from a thread pool, one pipeline at a time each
     (so a worker's reference cache hits); each gets `threads` Halide threads (default: the
     cores divided among the workers). Parallel workers share the machine, so their timings
-    disturb each other: use 1 worker for the cleanest data."""
+    disturb each other: use 1 worker for the cleanest data. With `runner` (a cluster's,
+    engine/cluster; the caller closes it) the `workers` threads all send their jobs through
+    it, with its threads; each result is stored as it arrives either way."""
     t0 = time.time()
     pipes = dataset_pipelines(n_pipelines, seed, with_zoo, max_stages, size)
     ctx = _Ctx(
-        Path(db_path), per_pipeline, seed, threads or max(1, default_threads() // max(1, workers)),
-        {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(),
+        Path(db_path), per_pipeline, seed, runner.threads if runner else threads or max(1, default_threads() // max(1, workers)),
+        {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(), runner,
     )  # fmt: skip
     total: Counter = Counter()
     try:

@@ -14,7 +14,7 @@ from typing import Any
 from ..costmodel import CostModel, default_model
 from ..database import Database
 from ..ir import Pipeline
-from ..measure import Measurement, Runner
+from ..measure import Measurement, MeasureRunner, Runner
 from ..schedule import Schedule
 from .base import Budget, Cancelled, Progress, SearchContext, SearchResult, Trial
 from .beam import beam_search
@@ -36,7 +36,7 @@ JOB_OPTIONS: dict[str, Any] = {"min_time_s": 0.1, "min_runs": 3, "warmup": 1, "p
 
 
 def runner_measure(
-    runner: Runner, db: Database | None = None, *, should_cancel: Callable[[], bool] | None = None, **job_options: Any
+    runner: MeasureRunner, db: Database | None = None, *, should_cancel: Callable[[], bool] | None = None, **job_options: Any
 ) -> Callable[..., Measurement]:
     """A measure function over the engine runner (and the database cache, if given); the
     search passes each job's timeout (see SearchContext.timeout_s). `should_cancel` is
@@ -60,7 +60,7 @@ def run_search(
     *,
     model: CostModel | None = None,
     measure_fn: Callable[[Pipeline, Schedule], Measurement] | None = None,
-    runner: Runner | None = None,
+    runner: MeasureRunner | None = None,
     db: Database | None = None,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,

@@ -1,0 +1,166 @@
+"""`bench cluster`: cost-model samples collected on one local worker vs a local Ray cluster.
+
+The same `costmodel generate` collection (random pipelines, `per_pipeline` verified schedules
+each, one Halide thread per job) runs three times into fresh databases: on one local worker;
+on a Ray cluster of `nodes` nodes with one CPU each on this machine (ray.cluster_utils, all on
+127.0.0.1; its start-up is reported apart); and on a fresh such cluster where one node is
+killed once `kill_at` of the samples are stored (a new node joins after it: reconnection).
+Each run reports wall seconds and samples per second; the cluster runs also the sample count,
+the distinct (pipeline, schedule) keys, a sha256 of the sorted keys (equal to the local run's:
+nothing lost, nothing added), failures stored, and Ray's retries (task attempts beyond the
+first, from the runner's ledger).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..cluster import ClusterSpec
+from ..cluster.ray_runner import RayRunner, loopback_cluster
+from ..costmodel.dataset import generate
+from ..halide_backend import target_string
+from ..measure import host_fingerprint
+
+
+def _log(msg: str) -> None:
+    print(f"[bench cluster] {msg}", file=sys.stderr, flush=True)
+
+
+def _keys(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return [tuple(r) for r in conn.execute("SELECT pipeline_hash, schedule_hash FROM measurements ORDER BY 1, 2")]
+
+
+def _failures(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM failures").fetchone()[0])
+
+
+def _check(db: Path, reference: list[tuple[str, str]] | None) -> dict[str, Any]:
+    keys = _keys(db)
+    digest = hashlib.sha256("\n".join(f"{a} {b}" for a, b in keys).encode()).hexdigest()
+    out: dict[str, Any] = {"samples": len(keys), "distinct": len(set(keys)), "sha256": digest, "failures_stored": _failures(db)}
+    if reference is not None:
+        out["same_keys_as_local"] = keys == reference
+        out["missing_vs_local"] = len(set(reference) - set(keys))
+        out["extra_vs_local"] = len(set(keys) - set(reference))
+    return out
+
+
+def _collect(db: Path, n_pipelines: int, per_pipeline: int, seed: int, max_stages: int, job: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    res = generate(db, n_pipelines, per_pipeline, seed, with_zoo=False, max_stages=max_stages, threads=1, job_options=job, **kw)
+    wall = time.perf_counter() - t0
+    return {"wall_s": round(wall, 2), "samples_per_s": round(res.get("samples", 0) / wall, 3), "generate": res}
+
+
+def _kill_when(db: Path, n: int, cluster: Any, runner: RayRunner, info: dict[str, Any], stop: threading.Event) -> None:
+    """Kill one worker node once `n` samples are stored, then add a fresh node and refresh the runner."""
+    while not stop.is_set():
+        try:
+            count = len(_keys(db)) if db.exists() else 0
+        except sqlite3.Error:  # the generation is creating the file
+            count = 0
+        if count >= n:
+            break
+        time.sleep(0.2)
+    if stop.is_set():
+        return
+    victim = next(iter(cluster.worker_nodes))
+    info["killed_after_samples"] = count
+    info["killed_node"] = victim.node_id
+    cluster.remove_node(victim, allow_graceful=False)
+    _log(f"killed node {victim.node_id[:8]} after {count} samples")
+    cluster.add_node(num_cpus=1, object_store_memory=100 << 20, node_ip_address="127.0.0.1")
+    runner.refresh()
+    info["replacement_joined_after_samples"] = len(_keys(db))
+    _log(f"a fresh node joined after {info['replacement_joined_after_samples']} samples")
+
+
+def bench_cluster(
+    samples: int = 200, per_pipeline: int = 10, nodes: int = 2, seed: int = 0, max_stages: int = 6, fault: bool = True, kill_at: float = 0.3
+) -> dict[str, Any]:
+    """Throughput of `samples` cost-model samples, local (one worker) vs a `nodes`-node local
+    Ray cluster (one CPU each), and a fault run (see the module doc)."""
+    n_pipelines = math.ceil(samples / per_pipeline)
+    job = {"min_time_s": 0.05, "timeout_s": 20.0}
+    load_before = os.getloadavg()
+    out: dict[str, Any] = {
+        "machine": {"host": host_fingerprint(), "target": target_string(), "cores": os.cpu_count()},
+        "samples_asked": n_pipelines * per_pipeline, "pipelines": n_pipelines, "per_pipeline": per_pipeline, "nodes": nodes,
+        "cpus_per_node": 1, "threads_per_job": 1, "seed": seed,
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        local_db = Path(tmp, "local.sqlite")
+        _log(f"local: one worker, {n_pipelines} pipelines x {per_pipeline}")
+        out["local"] = _collect(local_db, n_pipelines, per_pipeline, seed, max_stages, job, workers=1)
+        reference = _keys(local_db)
+        out["local"].update(_check(local_db, None))
+        _log(f"local: {out['local']['samples']} samples in {out['local']['wall_s']} s")
+        t0 = time.perf_counter()
+        with loopback_cluster(nodes, cpus=1) as cluster:
+            start_s = time.perf_counter() - t0
+            runner = RayRunner(ClusterSpec("ray", cluster.address), threads=1)
+            try:
+                _log(f"cluster up in {start_s:.1f} s; collecting")
+                db = Path(tmp, "cluster.sqlite")
+                out["cluster"] = _collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner)
+                out["cluster"].update(
+                    _check(db, reference), start_s=round(start_s, 2), retries=runner.retries(), counts=dict(runner.counts)
+                )
+            finally:
+                runner.close()
+        _log(f"cluster: {out['cluster']['samples']} samples in {out['cluster']['wall_s']} s")
+        out["speedup"] = (
+            round(out["cluster"]["samples_per_s"] / out["local"]["samples_per_s"], 3) if out["local"]["samples_per_s"] else None
+        )
+        if fault:
+            with loopback_cluster(nodes, cpus=1) as cluster:
+                runner = RayRunner(ClusterSpec("ray", cluster.address), threads=1)
+                info: dict[str, Any] = {}
+                stop = threading.Event()
+                db = Path(tmp, "fault.sqlite")
+                killer = threading.Thread(
+                    target=_kill_when, args=(db, int(kill_at * n_pipelines * per_pipeline), cluster, runner, info, stop), daemon=True
+                )
+                killer.start()
+                try:
+                    out["fault"] = _collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner)
+                finally:
+                    stop.set()
+                    killer.join(60)
+                    out["fault"] = {**out.get("fault", {}), **_check(db, reference), **info}
+                    out["fault"].update(retries=runner.retries(), counts=dict(runner.counts))
+                    runner.close()
+            _log(f"fault: {out['fault']['samples']} samples, {out['fault']['retries']} retries")
+    out["load_before"] = [round(x, 2) for x in load_before]
+    out["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    out["table"] = _table(out)
+    return out
+
+
+def _table(r: dict[str, Any]) -> str:
+    lines = ["| run | samples | distinct | samples/s | wall s | retries | lost / extra vs local |", "|---|---|---|---|---|---|---|"]
+    for name in ("local", "cluster", "fault"):
+        x = r.get(name)
+        if not x:
+            continue
+        diff = f"{x['missing_vs_local']} / {x['extra_vs_local']}" if "missing_vs_local" in x else "-"
+        lines.append(
+            f"| {name} | {x['samples']} | {x['distinct']} | {x['samples_per_s']} | {x['wall_s']} | {x.get('retries', '-')} | {diff} |"
+        )
+    lines.append(f"\ncluster / local throughput: {r.get('speedup')}x ({r['nodes']} nodes x 1 CPU; 1 Halide thread per job)")
+    if "fault" in r and "killed_after_samples" in r["fault"]:
+        f = r["fault"]
+        lines.append(f"fault run: a node killed after {f['killed_after_samples']} samples; {f['retries']} Ray retries")
+    lines.append(f"load before {r['load_before']}, after {r['load_after']} (uptime's 1/5/15-minute averages)")
+    return "\n".join(lines)
