@@ -6,9 +6,9 @@ recognises such a file and does the same instead of reading it as a pipeline. A 
 cannot be used changes nothing and is one message naming the file and what is wrong.
 
 The autoschedulers (Measure → Halide Autoschedulers) are measured like any schedule; the
-Halide scheduling source each produced is shown in a dialog (copy or save it). Halide's
-source is not translated into this app's directives, so it cannot be applied as an
-editable schedule here.
+Halide scheduling source each produced is shown in a dialog (copy or save it), and Apply
+reads it back into this app's directives (engine/halide_source.py) as one undoable edit,
+which is then measured like any other schedule.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -32,11 +33,12 @@ from PySide6.QtWidgets import (
 
 from engine import api
 from engine.halide_backend import AUTOSCHEDULERS
+from engine.halide_source import SourceError, from_halide_source
 from engine.measure import autoscheduler_key
 from engine.schedule import ScheduleError
 
 from .code_view import atomic_write
-from .model.commands import UseSchedule
+from .model.commands import ScheduleCommand, UseSchedule
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -156,12 +158,34 @@ class ScheduleFiles:
             self.w.statusBar().showMessage(f"Running Halide's {name} on this pipeline; its schedule is shown once measured", 8000)
             return None
         dialog = AutoscheduleDialog(name, source, self.w)
+        dialog.apply_clicked.connect(lambda: self.apply_autoscheduler(name))
         dialog.show()
         return dialog
 
+    def apply_autoscheduler(self, name: str) -> str | None:
+        """Apply the schedule `name` produced, read back into directives, as one undoable
+        edit; returns None, or why nothing changed (also shown as a warning)."""
+        doc, source = self.w.doc, self.autoscheduler_source(name)
+        if doc.pipeline is None or not source:
+            why = f"Halide's {name} has not scheduled this pipeline yet"
+        else:
+            try:
+                sched, notes = from_halide_source(doc.pipeline, source)
+                self.w.undo_stack.push(ScheduleCommand(doc, sched, f"apply Halide {name}'s schedule"))
+            except (SourceError, ScheduleError, api.InputError) as exc:
+                why = f"{name}'s schedule cannot be applied: {exc}"
+            else:
+                dropped = f"; {len(notes)} call(s) without a directive dropped: {notes[0]}…" if notes else ""
+                self.w.statusBar().showMessage(f"Applied Halide {name}'s schedule (Undo puts the previous one back){dropped}", 8000)
+                return None
+        QMessageBox.warning(self.w, "Cannot apply schedule", why)
+        return why
+
 
 class AutoscheduleDialog(QDialog):
-    """The Halide scheduling source an autoscheduler produced: read, copy, save."""
+    """The Halide scheduling source an autoscheduler produced: read, copy, save, apply."""
+
+    apply_clicked = Signal()
 
     def __init__(self, name: str, source: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -169,7 +193,8 @@ class AutoscheduleDialog(QDialog):
         self.source = source
         note = QLabel(
             f"What Halide's {name} chose for this pipeline (Halide C++ scheduling calls). It was measured as "
-            "“Halide " + name + "” in the performance panel; it is not an editable schedule of this app."
+            "“Halide " + name + "” in the performance panel. Apply reads it into this app's directives as one "
+            "undoable edit (calls without a directive, such as store_in, are dropped and named)."
         )
         note.setWordWrap(True)
         self.text = QPlainTextEdit(source)
@@ -180,6 +205,9 @@ class AutoscheduleDialog(QDialog):
         copy.clicked.connect(lambda: QApplication.clipboard().setText(self.source))
         save = buttons.addButton("Save…", QDialogButtonBox.ButtonRole.ActionRole)
         save.clicked.connect(self._save)
+        apply = buttons.addButton("Apply as Schedule", QDialogButtonBox.ButtonRole.ApplyRole)
+        apply.setObjectName("apply_autoscheduler")
+        apply.clicked.connect(self.apply_clicked)
         buttons.rejected.connect(self.close)
         lay = QVBoxLayout(self)
         lay.addWidget(note)

@@ -63,6 +63,9 @@ def register(sub: Any) -> None:
     sp = sub.add_parser("autoschedule", help="run one of Halide's autoschedulers and measure its result")
     _common(sp, schedule=False)
     sp.add_argument("--with", dest="autoscheduler", choices=list(AUTOSCHEDULERS), default="Adams2019")
+    sp.add_argument(
+        "--out", type=A.output_file, help="also write its schedule, read back into directives, as JSON (loads with --schedule FILE)"
+    )
     _measure_opts(sp)
     sp = sub.add_parser("lower", help="Halide's lowered Stmt for a schedule")
     _common(sp)
@@ -174,7 +177,20 @@ def cmd_autoschedule(args: argparse.Namespace) -> int:
     runner, db = _runner_db(args)
     with runner:
         m = api.measure(p, None, runner, db, autoscheduler=args.autoscheduler, force=args.force, **_job_opts(args))
-    return _report(args, m, {"schedule": args.autoscheduler, "size": args.size})
+    extra: dict[str, Any] = {"schedule": args.autoscheduler, "size": args.size}
+    if args.out and m.ok:
+        from ..halide_source import SourceError, from_halide_source  # noqa: PLC0415
+
+        try:
+            sched, notes = from_halide_source(p, m.schedule_source)
+        except SourceError as exc:
+            raise CliError(f"--out: {args.autoscheduler}'s schedule cannot be read into directives: {exc}") from None
+        Path(args.out).write_text(sched.dumps() + "\n")
+        extra |= {"out": args.out, "dropped": notes}
+    code = _report(args, m, extra)
+    if args.out and m.ok and not args.json:
+        print(f"schedule written to {args.out}" + "".join(f"\n  {n}" for n in extra["dropped"]))
+    return code
 
 
 def cmd_lower(args: argparse.Namespace) -> int:

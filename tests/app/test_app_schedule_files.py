@@ -1,6 +1,7 @@
 """Schedules as files (issue 20 item 8): Save Schedule / Open Schedule round-trip, File →
 Open recognises a schedule .json, a malformed one is one clear message and changes nothing;
-Compare with Adams2019 measures the current schedule too and shows what Adams2019 chose."""
+Compare with Adams2019 measures the current schedule too, shows what Adams2019 chose and
+applies it as this app's directives."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_a_malformed_schedule_file_is_one_message_and_changes_nothing(open_windo
     assert (w.doc.schedule_hash, w.undo_stack.count()) == before
 
 
-def test_compare_with_adams_measures_the_current_schedule_and_shows_adams_schedule(qtbot: QtBot, open_window) -> None:
+def test_compare_with_adams_measures_the_current_schedule_and_shows_adams_schedule(qtbot: QtBot, open_window, warnings: list[str]) -> None:
     w: MainWindow = open_window("blur", "hand")
     w.measure_actions.clear_stored_results(w, ask=False)  # the current schedule has no result to reuse
     qtbot.waitUntil(lambda: not w.measure_service.busy, timeout=MEASURE_TIMEOUT_MS)
@@ -68,4 +69,12 @@ def test_compare_with_adams_measures_the_current_schedule_and_shows_adams_schedu
     assert "×" in text and ("faster" in text or "slower" in text), text
     dialog = w.measure_actions.files.show_autoscheduler("Adams2019")
     assert dialog is not None and "blur_y" in dialog.text.toPlainText()
+    before = w.doc.schedule_hash
+    dialog.apply_clicked.emit()  # Apply as Schedule: Adams2019's choice as this app's directives, undoable
+    assert not warnings
+    assert w.doc.schedule_hash != before and w.doc.edited
+    assert any(d.kind == "compute_at" for d in w.doc.schedule.stages["blur_x"].pure)
+    assert "Applied Halide Adams2019's schedule" in w.statusBar().currentMessage()
+    w.undo_stack.undo()
+    assert w.doc.schedule_hash == before
     dialog.close()
