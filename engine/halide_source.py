@@ -13,6 +13,7 @@ time is measured anew (it can differ from the autoscheduler's own run by what wa
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 
 from . import loops as L
 from .ir import Pipeline
@@ -88,7 +89,7 @@ def from_halide_source(p: Pipeline, source: str) -> tuple[Schedule, list[str]]:
     return sched, notes
 
 
-def _stage_of(func: str, stages: dict[str, object], line: int, pipeline: str) -> str:
+def _stage_of(func: str, stages: Container[str], line: int, pipeline: str) -> str:
     """The stage a Func of the source is: its name, or its name less the _N Halide appends
     when a Func of that name was defined before in the same process."""
     if func in stages:
