@@ -38,6 +38,12 @@ def _log(msg: str) -> None:
     print(f"[bench placement] {msg}", file=sys.stderr, flush=True)
 
 
+def _display_order(policy: str) -> tuple[int, str]:
+    """The baselines first, then Baechi's, the min-cut, the learned ones, anything else by name."""
+    order = ("single", "roundrobin", "chunks", "tfgreedy", "topo", "etf", "sct", "kl", *LEARNED_NAMES)
+    return (order.index(policy), "") if policy in order else (len(order), policy)
+
+
 def default_models() -> list[tuple[str, str]]:
     """(source, path) of the sample models: the ONNX ones, and the TensorFlow ones when TensorFlow is installed."""
     out = [("onnx", str(p)) for p in sorted(MODELS_DIR.glob("*.onnx"))]
@@ -185,7 +191,7 @@ def bench_placement(
     graphs of `random_sizes` nodes (graph.random_graph, seeded by `seed`) under each profile
     (default the shipped ones). `train_s` is each learned policy's training budget per case."""
     t_start = time.perf_counter()
-    chosen = list(policies) if policies is not None else placers()
+    chosen = list(policies) if policies is not None else sorted(placers(), key=_display_order)
     graphs: list[tuple[str, str, Any]] = []
     for name in pipelines if pipelines is not None else zoo.names():
         graphs.append((name, "zoo", from_pipeline(api.load_pipeline(name, size))))
