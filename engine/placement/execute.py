@@ -256,8 +256,12 @@ class LocalDevices:
     per-process cache), so calibrating many placements of one pipeline compiles each stage once
     per device. Pipes join every ordered pair of devices. Use as a context manager."""
 
-    def __init__(self, profile: DeviceProfile | None = None) -> None:
+    def __init__(self, profile: DeviceProfile | None = None, nice: int = 0, realtime: bool = False) -> None:
         self.profile = profile if profile is not None else local_profile()
+        # On a machine that others load: a negative `nice` raises the device processes' CPU
+        # share, `realtime` runs them SCHED_FIFO during rounds (both need root; calibration
+        # options). The defaults leave them as any process.
+        self.nice, self.realtime = nice, realtime
         cores = local_cores()
         for k, dev in enumerate(self.profile.devices):
             if not dev.measured:
@@ -330,7 +334,8 @@ class LocalDevices:
                 dev.send({
                     "setup": {
                         "pipeline": p.to_json(), "schedule": sched.to_json(), "order": [n.name for n in g.nodes],
-                        "placement": place, "device": d, "core": self.cores[d], "shm": shm.name, "layout": layout,
+                        "placement": place, "device": d, "core": self.cores[d], "nice": self.nice, "realtime": self.realtime,
+                        "shm": shm.name, "layout": layout,
                         "in_fds": {str(a): r for (a, b), (r, _) in self._ends.items() if b == d},
                         "out_fds": {str(b): w for (a, b), (_, w) in self._ends.items() if a == d},
                     }
@@ -447,7 +452,6 @@ def measured_costs(
     key = (p.content_hash(), profile.name, tuple(d.name for d in profile.devices))
     if key in _COSTS:
         return _COSTS[key]
-    roof = roofline_costs(graph, profile)
     measured = [d for d, dev in enumerate(profile.devices) if dev.measured]
     runs: dict[int, Execution] = {}
     if measured:
@@ -459,22 +463,34 @@ def measured_costs(
         finally:
             if devices is None:
                 local.close()
-    cols: list[tuple[float, ...]] = []
-    for d in range(len(profile.devices)):
-        if d not in runs:
-            cols.append(tuple(row[d] for row in roof.seconds))
-            continue
-        ex = runs[d]
-        k = ex.placement[0]
-        per_stage = [statistics.median(r[k] for r in ex.stage_s) for k in range(len(names))]
-        overhead = max(0.0, ex.makespan_s - ex.compute_s[k]) / len(names)
-        cols.append(tuple(s + overhead for s in per_stage))
-    table = CostTable(
-        tuple(tuple(c[k] for c in cols) for k in range(len(names))),
-        tuple("measured" if dev.measured else "roofline" for dev in profile.devices),
-    )
+    table = costs_from_runs(graph, profile, {d: [ex] for d, ex in runs.items()})
     _COSTS[key] = table
     return table
+
+
+def costs_from_runs(graph: OpGraph, profile: DeviceProfile, runs: dict[int, list[Execution]]) -> CostTable:
+    """The cost table from single-device runs (`runs[d]`: runs of the whole graph on device d): per
+    stage the median compute time over all their rounds, plus the executor's dispatch between
+    stages (makespan minus the stages' sum, median over runs, spread evenly over the stages); a
+    device without runs gets its roofline column."""
+    n = len(graph.nodes)
+    roof = roofline_costs(graph, profile)
+    cols: list[tuple[float, ...]] = []
+    for d in range(len(profile.devices)):
+        if not runs.get(d):
+            cols.append(tuple(row[d] for row in roof.seconds))
+            continue
+        for ex in runs[d]:
+            if len(set(ex.placement)) != 1 or len(ex.placement) != n:
+                raise ExecutionError(f"cost of device {d}: a run placed {list(ex.placement)} is not the whole graph on one device")
+        stage_rounds = [r for ex in runs[d] for r in ex.stage_s]
+        per_stage = [statistics.median(r[k] for r in stage_rounds) for k in range(n)]
+        overhead = statistics.median(max(0.0, ex.makespan_s - ex.compute_s[ex.placement[0]]) for ex in runs[d]) / max(1, n)
+        cols.append(tuple(s + overhead for s in per_stage))
+    return CostTable(
+        tuple(tuple(c[k] for c in cols) for k in range(n)),
+        tuple("measured" if runs.get(d) else "roofline" for d in range(len(profile.devices))),
+    )
 
 
 def with_links(profile: DeviceProfile, latency_s: float, bandwidth: float) -> DeviceProfile:
