@@ -111,6 +111,19 @@ class LoopNest:
         last = len(self.placements[consumer].loops) - 1
         return self.context.region_needed(producer, consumer, last if per == "iteration" else -1)
 
+    def region_at(self, producer: str, consumer: str, loop: str | None) -> tuple[int, ...]:
+        """`required_region` per iteration of the consumer's (final definition's) loop `loop`;
+        None: per realization of the consumer."""
+        idx = -1 if loop is None else self.context.loop_index[consumer][loop]
+        return self.context.region_needed(producer, consumer, idx)
+
+    def access_box(self, stage: str, source: str, ranges: Mapping[str, tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+        """Box of `source` (inclusive bounds per axis, clipped to its shape) read by `stage`
+        with inlined stages substituted, each of `stage`'s variables (dims, then reduction
+        variables) in its range (a missing one: its whole axis); () when it reads none."""
+        r = tuple(ranges.get(v) for v in self.context.c.vars[stage])
+        return self.context.box(stage, source, r, self.pipeline.shape_of(source))
+
     def effective(self, e: E.Expr) -> E.Expr:
         """`e` with this schedule's inlined stages substituted (a new tree: for display; the
         quantities below are computed without building it)."""
