@@ -29,6 +29,7 @@ from engine.measure import Measurement
 
 from . import analysis, chrome
 from .about import GUIDE_HTML, about_html, format_flop, shortcuts_html, show_text, versions  # noqa: F401  # versions: re-exported
+from .cluster_dialog import ClusterSetting
 from .code_view import CodeView, LoopNestView, SourcePane
 from .folders import remember_folder, start_folder
 from .graph.panel import GraphPanel
@@ -125,6 +126,7 @@ class MainWindow(QMainWindow):
         self.chrome.size_combo.activated.connect(self._on_size_chosen)
         self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
         self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
+        self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)

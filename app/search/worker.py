@@ -7,7 +7,8 @@ thread that opened them); both are closed when the search ends. Before the searc
 measures the baselines the panel does not know yet (the schedule that was current, Halide's
 Adams2019). Progress reaches the GUI as plain records (engine.search.Progress / Trial, and
 `Baseline`) through the helper's queued signal. `SearchService` is the GUI-side handle:
-start, pause, cancel, shutdown.
+start, pause, cancel, shutdown. Its `cluster` (the app's cluster setting) says where a
+search measures: this machine, or one host kind of a Ray cluster (engine/cluster).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from engine import api
+from engine.cluster import make_runner
 from engine.costmodel import CostModel, default_model
 from engine.database import Database
 from engine.halide_backend import AUTOSCHEDULERS
 from engine.ir import Pipeline
-from engine.measure import Measurement, Runner, autoscheduler_key
+from engine.measure import Measurement, MeasureRunner, autoscheduler_key
 from engine.schedule import Schedule
 from engine.search import Budget, Progress, SearchResult, run_search, runner_measure
 
@@ -38,7 +40,7 @@ PROGRESS_INTERVAL_S = 0.2  # reports without a trial (prediction batches) are th
 MeasureFn = Callable[[Pipeline, Schedule], Measurement]
 
 
-def measure_function(runner: Runner, db: Database | None, should_cancel: Callable[[], bool] | None = None) -> MeasureFn:
+def measure_function(runner: MeasureRunner, db: Database | None, should_cancel: Callable[[], bool] | None = None) -> MeasureFn:
     """How candidates are measured (tests replace it to inject a crashing candidate);
     `should_cancel` returning True kills the running candidate's worker process."""
     return runner_measure(runner, db, should_cancel=should_cancel)
@@ -53,6 +55,7 @@ class SearchRequest:
     seed: int
     current: Schedule | None = None  # the schedule to measure as the reference, when not measured yet
     adams: bool = False  # measure Halide's Adams2019 before the search (cached results are instant)
+    cluster: str = "local"  # where it measures (engine/cluster: local, ray, ray://HOST:PORT, HOST:PORT)
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Baseline:
 def search_job(req: SearchRequest, pause: threading.Event, job: Job) -> SearchResult:
     """Run on the search thread: the baselines, then the search; `job.cancel` stops both."""
     cancel = job.cancel
-    runner = Runner()
+    runner = make_runner(req.cluster)  # a cluster's measures on one host kind; an unreachable one fails the search with its reason
     db: Database | None = None
     try:
         db = Database()
@@ -97,7 +100,7 @@ def search_job(req: SearchRequest, pause: threading.Event, job: Job) -> SearchRe
             db.close()
 
 
-def _baselines(req: SearchRequest, runner: Runner, db: Database, job: Job) -> None:
+def _baselines(req: SearchRequest, runner: MeasureRunner, db: Database, job: Job) -> None:
     p, cancel = req.pipeline, job.cancel
     todo: list[tuple[str, Schedule | None, str | None]] = []
     if req.current is not None:
@@ -116,7 +119,7 @@ def _baselines(req: SearchRequest, runner: Runner, db: Database, job: Job) -> No
     # Other autoschedulers' results already stored (e.g. by `bench core`) are shown too, never run here.
     for name in AUTOSCHEDULERS:
         if name != ADAMS or not req.adams:
-            hit = api.stored_measurement(p, db, autoscheduler_key(name), runner.threads)
+            hit = api.stored_measurement(p, db, autoscheduler_key(name), runner.threads, runner)
             if hit is not None and hit.ok and hit.verified:
                 job.report(Baseline(name, hit))
 
@@ -138,6 +141,7 @@ class SearchService(QObject):
         self.current: SearchRequest | None = None
         self._next_id = 1
         self._closed = False
+        self.cluster = "local"  # Tools → Cluster… (app/cluster_dialog.py) sets it; the next search uses it
 
     @property
     def busy(self) -> bool:
@@ -160,7 +164,7 @@ class SearchService(QObject):
             raise RuntimeError("a search is already running")
         # Snapshots: the document may be edited while the search runs.
         snap = current.copy() if current is not None else None
-        req = SearchRequest(self._next_id, p, strategy, Budget(budget.trials, budget.wall_s), seed, snap, adams)
+        req = SearchRequest(self._next_id, p, strategy, Budget(budget.trials, budget.wall_s), seed, snap, adams, self.cluster)
         self._next_id += 1
         self._pause.clear()  # the thread is idle: no search can see the flag change under it
         self.current = req
