@@ -371,7 +371,7 @@ def local_profile() -> DeviceProfile:
             total // len(cores),
             host="local",
             measured=True,
-            launch_s=fig.handoff_latency_s,
+            launch_s=fig.handoff_latency_s,  # a stage starts when the executor hands it over: one wake-up
         )
         for c in cores
     )
