@@ -2,6 +2,7 @@
 a frozen .pb, each compiled with Halide and verified against TensorFlow's own outputs; clear
 errors for unsupported operators, malformed files and Keras files that would run code."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -11,20 +12,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow", reason="the tensorflow extra is not installed")
-import keras  # noqa: E402
-from keras import layers  # noqa: E402
-
-from engine import api  # noqa: E402
-from engine import reference as R  # noqa: E402
-from engine.frontends import ModelImportError, UnsupportedModelError, import_model, import_tensorflow, is_model_file  # noqa: E402
-from engine.frontends.tensorflow_import import import_keras  # noqa: E402
-from engine.resources import tf_sample_models  # noqa: E402
-from engine.schedule import default_schedule  # noqa: E402
+from engine import api
+from engine import reference as R
+from engine.frontends import ModelImportError, UnsupportedModelError, import_model, import_tensorflow, is_model_file
+from engine.frontends.tensorflow_import import import_keras
+from engine.resources import tf_sample_models
+from engine.schedule import default_schedule
 
 METHOD = "outputs recorded from tensorflow at import"
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tf():
+    """TensorFlow, imported by the tests that use it (not at collection: it takes seconds)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return pytest.importorskip("tensorflow", reason="the tensorflow extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def keras(tf):
+    return importlib.import_module("keras")
 
 
 def verified(p):
@@ -41,7 +49,7 @@ def wdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def samples(wdir):
+def samples(wdir, tf):
     return {p.name: import_tensorflow(p, wdir) for p in tf_sample_models()}
 
 
@@ -54,7 +62,7 @@ def test_the_shipped_samples_are_listed_and_small():
         assert is_model_file(p)
 
 
-def test_inception_sample_imports_and_matches_tensorflow(samples):
+def test_inception_sample_imports_and_matches_tensorflow(samples, keras):
     res = samples["inception_small.keras"]
     r = res.report
     assert r.ops_mapped["Conv2D"] == 20 and r.ops_mapped["ConcatV2"] == 3 and r.ops_mapped["MaxPool"] == 5
@@ -89,21 +97,21 @@ def test_lstm_savedmodel_sample_is_many_stages_and_matches_tensorflow(samples):
     verified(res.pipeline)
 
 
-def test_a_keras_model_built_here_imports_and_verifies(wdir):
+def test_a_keras_model_built_here_imports_and_verifies(wdir, keras):
     keras.utils.set_random_seed(3)
     image = keras.Input((12, 12, 4), name="image")
-    x = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(image)
-    x = layers.Conv2D(6, 3, strides=2, dilation_rate=1, padding="valid", activation="tanh")(x)
-    x = layers.LayerNormalization()(x)
-    x = layers.AveragePooling2D(2, padding="same")(x)
-    x = layers.ZeroPadding2D(1)(x)
-    x = layers.Flatten()(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(image)
+    x = keras.layers.Conv2D(6, 3, strides=2, dilation_rate=1, padding="valid", activation="tanh")(x)
+    x = keras.layers.LayerNormalization()(x)
+    x = keras.layers.AveragePooling2D(2, padding="same")(x)
+    x = keras.layers.ZeroPadding2D(1)(x)
+    x = keras.layers.Flatten()(x)
     seq = keras.Input((5, 3), name="seq")
-    h = layers.GRU(4, unroll=True)(seq)
+    h = keras.layers.GRU(4, unroll=True)(seq)
     scale = keras.Input((7,), name="scale")
     s = keras.ops.log(scale)  # its test data must be positive
-    y = layers.Concatenate()([layers.Dense(5, activation="sigmoid")(x), h, layers.Dense(3)(s)])
-    out2 = layers.Softmax()(layers.Dense(4)(y))
+    y = keras.layers.Concatenate()([keras.layers.Dense(5, activation="sigmoid")(x), h, keras.layers.Dense(3)(s)])
+    out2 = keras.layers.Softmax()(keras.layers.Dense(4)(y))
     model = keras.Model([image, seq, scale], [y, out2])
     res = import_keras(model, "mixed", wdir)
     r = res.report
@@ -118,7 +126,7 @@ def test_a_keras_model_built_here_imports_and_verifies(wdir):
         np.testing.assert_allclose(run["refs"][name], np.asarray(e), rtol=1e-4, atol=1e-6)
 
 
-def _frozen_pb(fn, spec, path):
+def _frozen_pb(tf, fn, spec, path):
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     frozen = convert_variables_to_constants_v2(tf.function(fn).get_concrete_function(spec))
@@ -126,7 +134,7 @@ def _frozen_pb(fn, spec, path):
     return path
 
 
-def test_a_frozen_graphdef_imports_through_load_pipeline(tmp_path):
+def test_a_frozen_graphdef_imports_through_load_pipeline(tmp_path, tf):
     rng = np.random.default_rng(0)
     w = tf.constant(rng.normal(size=(3, 3, 2, 4)).astype(np.float32))
 
@@ -137,7 +145,7 @@ def test_a_frozen_graphdef_imports_through_load_pipeline(tmp_path):
         z = tf.reduce_mean(tf.sigmoid(a) * b[:, ::-1, :, 1:], axis=[1, 2], keepdims=True)
         return tf.pow(x[:, :1, :1, :], 1.5) + tf.broadcast_to(z[..., :1], (1, 1, 1, 2))  # a fractional power: positive test data
 
-    pb = _frozen_pb(fn, tf.TensorSpec((None, 8, 8, 2), tf.float32, name="x"), tmp_path / "frozen.pb")
+    pb = _frozen_pb(tf, fn, tf.TensorSpec((None, 8, 8, 2), tf.float32, name="x"), tmp_path / "frozen.pb")
     p = api.load_pipeline(str(pb))
     assert p.source["format"] == "graphdef" and p.outputs and api.load_pipeline(str(pb)).content_hash() == p.content_hash()
     assert {"expand", "conv", "pool_nd", "slice"} <= {r.op for r in p.ops}
@@ -147,11 +155,11 @@ def test_a_frozen_graphdef_imports_through_load_pipeline(tmp_path):
     verified(p)
 
 
-def test_an_unsupported_operator_is_one_error_naming_it(tmp_path):
+def test_an_unsupported_operator_is_one_error_naming_it(tmp_path, tf):
     def fn(x):
         return tf.math.cumsum(tf.tanh(x), axis=1) + tf.math.cumprod(x, axis=1)
 
-    pb = _frozen_pb(fn, tf.TensorSpec((2, 6), tf.float32, name="x"), tmp_path / "cum.pb")
+    pb = _frozen_pb(tf, fn, tf.TensorSpec((2, 6), tf.float32, name="x"), tmp_path / "cum.pb")
     with pytest.raises(UnsupportedModelError) as err:
         import_model(pb, tmp_path)
     ops = {(u["op"], u["node"]) for u in err.value.unsupported}
@@ -161,7 +169,7 @@ def test_an_unsupported_operator_is_one_error_naming_it(tmp_path):
         api.load_pipeline(str(pb))
 
 
-def test_malformed_files_are_one_clear_error(tmp_path):
+def test_malformed_files_are_one_clear_error(tmp_path, tf):
     junk = b"\x08\x96\x01 this is not a model \xff\xfe" * 20
     (tmp_path / "bad.keras").write_bytes(junk)
     (tmp_path / "bad.pb").write_bytes(junk)
@@ -188,12 +196,12 @@ def test_malformed_files_are_one_clear_error(tmp_path):
             api.load_pipeline(str(tmp_path / name / "saved_model.pb" if name in ("saved", "unsigned") else tmp_path / name))
 
 
-def test_a_keras_file_with_a_lambda_layer_is_refused_without_running_it(tmp_path, monkeypatch):
+def test_a_keras_file_with_a_lambda_layer_is_refused_without_running_it(tmp_path, monkeypatch, keras):
     marker = tmp_path / "ran"
     monkeypatch.setenv("SX_TEST_MARKER", str(marker))
     x = keras.Input((4,), name="x")
     # The function leaves a file behind when it runs (it is saved as bytecode in the .keras file).
-    model = keras.Model(x, layers.Lambda(lambda t: t * 2 + (open(os.environ["SX_TEST_MARKER"], "w").close() or 0))(x))
+    model = keras.Model(x, keras.layers.Lambda(lambda t: t * 2 + (open(os.environ["SX_TEST_MARKER"], "w").close() or 0))(x))
     assert marker.exists()  # building it ran the function once, here
     marker.unlink()
     model.save(tmp_path / "lambda.keras")
@@ -226,7 +234,7 @@ def test_tensorflow_loads_only_for_a_tensorflow_model_and_its_absence_is_one_lin
     ]
 
 
-def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path):
+def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path, tf):
     """A GraphDef may attach any op to a mapped one by a control dependency; importing and
     running the reference must not execute it (here: a WriteFile)."""
     target = tmp_path / "written"
@@ -236,7 +244,7 @@ def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path):
         with tf.control_dependencies([w]):
             return tf.tanh(x) * 2.0
 
-    pb = _frozen_pb(fn, tf.TensorSpec((3, 4), tf.float32, name="x"), tmp_path / "hook.pb")
+    pb = _frozen_pb(tf, fn, tf.TensorSpec((3, 4), tf.float32, name="x"), tmp_path / "hook.pb")
     assert b"WriteFile" in pb.read_bytes()
     res = import_tensorflow(pb, tmp_path)
     assert res.report.ops_mapped == {"Identity": 1, "Mul": 1, "Tanh": 1}
@@ -244,7 +252,7 @@ def test_a_node_hung_on_the_graph_by_a_control_edge_never_runs(tmp_path):
     assert not target.exists()
 
 
-def test_a_savedmodel_that_writes_files_is_refused_before_it_loads(tmp_path):
+def test_a_savedmodel_that_writes_files_is_refused_before_it_loads(tmp_path, tf):
     """Loading a SavedModel runs its restore and initializer graph functions: one holding a
     file-writing (or Python-calling) op is refused before TensorFlow loads anything."""
     target = tmp_path / "written"
