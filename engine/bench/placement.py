@@ -28,7 +28,7 @@ from .. import api, zoo
 from ..placement.costs import roofline_costs
 from ..placement.devices import load_profile, shipped_profiles
 from ..placement.graph import from_pipeline, random_graph
-from ..placement.policies import HEURISTICS, LEARNED_NAMES, Problem, place, placers
+from ..placement.policies import HEURISTICS, LEARNED_NAMES, Problem, budget_options, place, placers
 from ..resources import MODELS_DIR, tf_sample_models
 
 WITHIN = 1.02  # "never worse than the best heuristic by more than 2%"
@@ -55,7 +55,7 @@ def default_models() -> list[tuple[str, str]]:
 def _case(name: str, source: str, problem: Problem, policies: Sequence[str], train_s: float, seed: int) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     for policy in policies:
-        options = {"train_s": train_s} if policy in LEARNED_NAMES else {}
+        options = budget_options(policy, train_s)
         t0 = time.perf_counter()
         res = place(problem, policy, seed, **options)
         sim = res.simulation

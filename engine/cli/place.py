@@ -115,14 +115,12 @@ def result_json(problem: Any, result: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..placement.policies import LEARNED_NAMES, PolicyError, place  # noqa: PLC0415
+    from ..placement.policies import LEARNED_NAMES, PolicyError, budget_options, place  # noqa: PLC0415
 
+    if args.train_s is not None and args.policy not in LEARNED_NAMES:
+        raise A.CliError(f"--train-s is a learned policy's budget ({', '.join(LEARNED_NAMES)}); {args.policy!r} does not train")
     p, problem = _problem(args)
-    options: dict[str, Any] = {}
-    if args.train_s is not None:
-        if args.policy not in LEARNED_NAMES:
-            raise A.CliError(f"--train-s is a learned policy's budget ({', '.join(LEARNED_NAMES)}); {args.policy!r} does not train")
-        options["train_s"] = args.train_s
+    options = budget_options(args.policy, args.train_s)
     try:
         result = place(problem, args.policy, args.seed, **options)
     except PolicyError as exc:

@@ -39,12 +39,14 @@ from .simulator import Simulation, simulate
 
 __all__ = [
     "HEURISTICS",
+    "BUDGET_OPTIONS",
     "LEARNED_NAMES",
     "PLACERS",
     "PlacementResult",
     "Placer",
     "PolicyError",
     "Problem",
+    "budget_options",
     "favourite_children",
     "place",
     "placers",
@@ -76,6 +78,16 @@ Placer = Callable[..., PlacementResult]  # (problem, seed, **options)
 PLACERS: dict[str, Placer] = {}
 LEARNED_PACKAGE = "engine.placement.learned"
 LEARNED_NAMES = ("rl", "hrl", "gnn")  # registered by that package
+# Each learned placer's training budget option: gnn is trained once on many graphs (shipped) and
+# only fine-tunes on the problem, so its budget is the fine-tuning's.
+BUDGET_OPTIONS = {"rl": "train_s", "hrl": "train_s", "gnn": "fine_tune_s"}
+
+
+def budget_options(policy: str, seconds: float | None) -> dict[str, float]:
+    """The options giving `policy` a training budget of `seconds` (none for a heuristic or None)."""
+    if seconds is None or policy not in BUDGET_OPTIONS:
+        return {}
+    return {BUDGET_OPTIONS[policy]: seconds}
 
 
 def register(name: str, placer: Placer) -> None:
