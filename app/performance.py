@@ -6,7 +6,18 @@ result that belongs to another schedule."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.costmodel import default_choice, short_label
 from engine.measure import Measurement, autoscheduler_key
@@ -70,20 +81,21 @@ def peers_text(history: SessionHistory) -> str:
     the ratio (peer time / schedule time: above 1, the schedule is faster)."""
     m = history.peers_of
     if m is None or not history.peers:
-        return "– (Measure Peers times ONNX Runtime and PyTorch on the same input)"
+        return "– (Measure Peers: ONNX Runtime and PyTorch on the same input)"
     base = m.median_ms if m.ok else None
-    parts = []
+    lines = []
     for t in history.peers:
         name = {"onnxruntime": "ONNX Runtime", "pytorch": "PyTorch"}.get(t.peer, t.peer)
+        version = t.version.split()[-1] if t.version else "?"  # "onnxruntime 1.2.3": the package is the name already
         if not t.available:
-            parts.append(f"{name}: n/a ({t.error})")
+            lines.append(f"{name}: n/a ({t.error})")
         elif not t.ok or t.median_ms is None:
-            parts.append(f"{name} {t.version}: failed ({(t.error or '')[:100]})")
+            lines.append(f"{name} {version}: failed ({(t.error or '')[:100]})")
         else:
             check = {True: "verified", False: "NOT verified", None: "not checked"}[t.verified]
-            ratio = f" → schedule {t.median_ms / base:.2f}× {'faster' if t.median_ms >= base else 'slower'}" if base else ""
-            parts.append(f"{name} {t.version}: {t.median_ms:.4g} ms ({check}){ratio}")
-    return "; ".join(parts) + (f" (same run as {m.median_ms:.4g} ms)" if base else "")
+            ratio = f", schedule {t.median_ms / base:.2f}× {'faster' if t.median_ms >= base else 'slower'}" if base else ""
+            lines.append(f"{name} {version}: {t.median_ms:.4g} ms ({check}){ratio}")
+    return "\n".join(lines) + (f"\n(same run as {m.median_ms:.4g} ms)" if base else "")
 
 
 def speedup_text(baseline_ms: float | None, ms: float | None) -> str:
@@ -105,13 +117,14 @@ class PerformancePanel(QWidget):
     ROWS = {
         "Median": "Measured median wall time of one run of the pipeline",
         "Predicted": "The cost model's estimate for this schedule: a prediction, not a measurement (the model is named beside it)",
+        # Beside the schedule's measured and predicted times (issue 20 item 12).
+        "Peers": "ONNX Runtime and PyTorch eager on the same input, timed in the same run as this schedule with the same "
+        "protocol and thread count, checked against the reference; the ratio is their time over the schedule's",
         "Spread": "Fastest measured run, and the interquartile range of the run times (the spread of the middle half)",
         "GFLOP/s": "Useful floating-point work per second at the measured median (predicted when not measured)",
         "vs default": "Speedup over the default schedule (everything at root, serial), measured in this session",
         "vs Adams2019": "Speedup over Halide's Adams2019 autoscheduler on the same pipeline (Compare with Adams2019)",
         "Runs": "Timed runs × Halide threads, and the seconds Halide took to JIT-compile the pipeline",
-        "Peers": "ONNX Runtime and PyTorch eager on the same input, timed in the same run as this schedule with the same "
-        "protocol and thread count, checked against the reference; the ratio is their time over the schedule's",
     }
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -154,11 +167,13 @@ class PerformancePanel(QWidget):
         self.peers_button.setObjectName("measure_peers")
         self.peers_button.setToolTip("Measure this schedule, then ONNX Runtime and PyTorch on the same input, in one run")
         self.peers_button.clicked.connect(self.peers_clicked)
-        buttons = QHBoxLayout()
+        # Two by two: three buttons in a row would be clipped in the summary's narrow column.
+        buttons = QGridLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
-        for b in (self.again_button, self.compare_button, self.peers_button):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
+        buttons.addWidget(self.again_button, 0, 0)
+        buttons.addWidget(self.peers_button, 0, 1)
+        buttons.addWidget(self.compare_button, 1, 0, 1, 2)
+        buttons.setColumnStretch(2, 1)
         left = QVBoxLayout()
         left.setContentsMargins(0, 0, 0, 0)
         left.addWidget(self.title)
@@ -167,8 +182,15 @@ class PerformancePanel(QWidget):
         left.addLayout(form)
         left.addLayout(buttons)
         left.addStretch(1)
-        left_box = QWidget()
-        left_box.setLayout(left)
+        left_inner = QWidget()
+        left_inner.setLayout(left)
+        # The summary scrolls on its own when the dock is short: its wrapped rows never overlap.
+        left_box = QScrollArea()
+        left_box.setObjectName("performance_summary")
+        left_box.setWidgetResizable(True)
+        left_box.setFrameShape(QFrame.Shape.NoFrame)
+        left_box.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        left_box.setWidget(left_inner)
         left_box.setMinimumWidth(260)
         self.stage_bars = StageBars()
         self.history_plot = HistoryPlot()
