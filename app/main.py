@@ -25,6 +25,14 @@ DEFAULT_PIPELINE = "blur"  # open behind the start page when nothing is named
 MEASURE_WAIT_MS = 300_000  # --measure with --screenshot: the longest wait for the result
 
 
+def window_size(text: str) -> tuple[int, int]:
+    """'1024x700' -> (1024, 700): an argparse type (its error is argparse's one line)."""
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.strip().isdigit() or not h.strip().isdigit() or not (200 <= int(w) <= 16384 and 200 <= int(h) <= 16384):
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels (200 to 16384 each), like 1024x700; got {text!r}")
+    return int(w), int(h)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="schedule-explorer",
@@ -60,6 +68,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="PROFILE",
         default=None,
         help="with --place: the device profile (cpu_gpu, cpu_4gpu_pcie, 2hosts_2gpu, memory_tight, local or a .json file)",
+    )
+    ap.add_argument(
+        "--window-size",
+        metavar="WxH",
+        type=window_size,
+        default=None,
+        help="the window's size, e.g. 1024x700 (default: 1360x900, or the screen if smaller); with --screenshot, the picture's",
     )
     ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
     return ap
@@ -134,6 +149,8 @@ def run_app(argv: list[str]) -> int:
 
     # A screenshot is a fixed picture: it neither reads nor writes the remembered layout.
     window = MainWindow(size=args.size, persist_layout=not args.screenshot, ask_to_save=not args.screenshot)
+    if args.window_size:
+        window.size_to(*args.window_size)
     if args.theme:
         window.theme.set_mode(args.theme, remember=False)  # this run only: View → Theme stays the user's choice
     if not window.open_pipeline(spec, args.schedule):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QChildEvent, QElapsedTimer, QEvent, QSettings, Qt, QTimer, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QStandardItemModel, QUndoStack
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QKeySequence, QStandardItemModel, QUndoStack
 from PySide6.QtWidgets import (
     QDialog,
     QDockWidget,
@@ -58,6 +58,7 @@ SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 # Bump when docks or toolbars change: restoreState ignores a saved layout of another version.
 LAYOUT_VERSION = 4
 STATUS_MS = 8000
+COMPACT_HEIGHT = 760  # screens shorter than this (logical pixels) get the compact layout
 # The performance panel's text before a measurement, by the Auto setting (issue 20 item 10).
 IDLE_AUTO = "Not measured yet. Auto is on: each edit is measured shortly after it; Measure (Ctrl+M) measures this schedule now."
 IDLE_MANUAL = "Not measured yet. Press Measure (Ctrl+M), or turn on Auto (Measure menu) to measure each edit."
@@ -238,9 +239,24 @@ class MainWindow(QMainWindow):
 
     def _fit_to_screen(self) -> None:
         """The first size: 1360×900, or the screen's available area if that is smaller (a
-        1024×700 screen, or 1280×720 at 150%), with the docks in the same proportions."""
+        1024×700 screen, or 1280×720 at 150%). Offscreen (screenshots, tests) there is no
+        real screen to fit: 1360×900."""
         screen = self.screen().availableGeometry() if self.screen() is not None else None
-        w, h = (1360, 900) if screen is None else (min(1360, screen.width()), min(900, screen.height()))
+        if screen is None or QGuiApplication.platformName() == "offscreen":
+            self.size_to(1360, 900)
+            return
+        self.size_to(min(1360, screen.width()), min(900, screen.height()))
+        if screen.height() < COMPACT_HEIGHT:
+            self.compact_layout()
+
+    def compact_layout(self) -> None:
+        """For a short screen: the stage list and the editor share the right column as tabs
+        (the editor in front), instead of one above the other."""
+        self.tabifyDockWidget(self.stages_dock, self.editor_dock)
+        self.editor_dock.raise_()
+
+    def size_to(self, w: int, h: int) -> None:
+        """Resize to w×h with the docks in the proportions of the 1360×900 layout."""
         self.resize(w, h)
         # Dock sizes only hold once the window has its size.
         self.resizeDocks([self.pipelines_dock, self.stages_dock], [w * 270 // 1360, w * 420 // 1360], Qt.Orientation.Horizontal)

@@ -35,6 +35,7 @@ from .model.document import Document
 from .wheel_guard import guard_wheel
 
 ERROR_COLOR = "#c62828"
+ERROR_LINES = 6  # the message bar's most lines; a longer message scrolls inside it
 ERROR_BACKGROUND = "rgba(198, 40, 40, 0.10)"  # a tint that reads on the light and the dark theme
 MUTED = "color: palette(placeholder-text)"
 
@@ -111,6 +112,15 @@ class ScheduleEditor(QWidget):
             f"color: {ERROR_COLOR}; background: {ERROR_BACKGROUND}; border: 1px solid {ERROR_COLOR}; border-radius: 3px; padding: 3px"
         )
         self.error.hide()
+        # A long message scrolls inside the bar (up to ERROR_LINES lines show), so the bar
+        # never takes the whole dock on a short screen.
+        self.error_box = QScrollArea()
+        self.error_box.setObjectName("editor_error_box")
+        self.error_box.setWidgetResizable(False)  # _fit_top sizes the label to its wrapped text
+        self.error_box.setFrameShape(QFrame.Shape.NoFrame)
+        self.error_box.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.error_box.setWidget(self.error)
+        self.error_box.hide()
         self.placeholder = QLabel("Select a stage (in the graph or the stage list) to edit its schedule.")
         self.placeholder.setWordWrap(True)
         self.placeholder.setStyleSheet(MUTED)
@@ -122,7 +132,7 @@ class ScheduleEditor(QWidget):
         top.setContentsMargins(6, 4, 6, 0)
         top.addWidget(self.heading)
         top.addWidget(self.quick_row)
-        top.addWidget(self.error)
+        top.addWidget(self.error_box)
         top.addWidget(self.definition)
         top.addWidget(self.button_row)
         self.body = QWidget()
@@ -141,6 +151,7 @@ class ScheduleEditor(QWidget):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)  # only below the form's narrowest
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(content)
+        scroll.setMinimumHeight(30)  # a short dock gives the message and the buttons its room first
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(0)
@@ -198,6 +209,7 @@ class ScheduleEditor(QWidget):
             return
         s = p.stage(stage)
         self.definition.setTabVisible(1, s.is_reduction)
+        self.definition.setVisible(s.is_reduction)  # one definition: no tabs to choose between
         kind = "reduction" if s.is_reduction else "stage"
         if stage in p.outputs:
             kind = "output " + kind
@@ -258,9 +270,28 @@ class ScheduleEditor(QWidget):
         to one line and hide a wrapped row of buttons: as a minimum height, they take their
         room from the list below (and the window's from the dock above)."""
         lay = self.top.layout()
-        if lay is not None and self.top.width() > 0:
+        if lay is None or self.top.width() <= 0:
+            return
+        width = self.top.width()
+        self.error_box.setVisible(not self.error.isHidden())
+        if not self.error.isHidden():
             # A few pixels spare: a style sheet's border and padding are not in every style's estimate.
-            self.top.setMinimumHeight(lay.totalHeightForWidth(self.top.width()) + (4 if not self.error.isHidden() else 0))
+            inner = max(50, width - 12)  # the pinned part's margins
+            need = self.error.heightForWidth(inner) + 4
+            line = self.error.fontMetrics().lineSpacing()
+            self.error_box.setFixedHeight(0)
+            # The room the editor has now, less the rest of the pinned part and a little list:
+            # the message takes that (at least two lines), so it does not make the window taller.
+            room = self.height() - lay.totalHeightForWidth(width) - self.scroll_area.minimumHeight() - 4
+            shown = min(need, line * ERROR_LINES + 12, max(room, 2 * line + 12))
+            label_w = inner
+            if shown < need:  # it scrolls: the bar's scroll bar takes some of the width
+                label_w -= self.error_box.verticalScrollBar().sizeHint().width()
+                need = self.error.heightForWidth(label_w) + 4
+            # Sized here, not by the scroll area: a wrapped label's own size hint is only a guess.
+            self.error.resize(label_w, need)
+            self.error_box.setFixedHeight(shown)
+        self.top.setMinimumHeight(lay.totalHeightForWidth(width))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802  # Qt override
         super().resizeEvent(event)

@@ -246,8 +246,8 @@ class GraphPanel(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802, ANN001  # Qt override
         super().resizeEvent(event)
-        if self._fit_pending and self.isVisible():
-            self._fit_now()
+        if (self._fit_pending or self.view.auto_fit) and self.isVisible():
+            self._fit_now()  # the window or a dock changed size, and the user has not moved the view
 
     @Slot()
     def focus_find(self) -> None:

@@ -83,6 +83,9 @@ class GraphView(QGraphicsView):
         self.grouped = False
         self.expanded: set[str] = set()
         self.direction = "LR"  # layers left to right, or "TB": top to bottom
+        # True while the view shows what the last fit chose: a resized panel fits again. The
+        # user's zoom, pan or find turns it off (their view is kept).
+        self.auto_fit = True
         self._state: tuple[dict[str, str], StageTimes | None] = ({}, None)
         self._pipeline_hash = ""
         self._syncing = False
@@ -295,6 +298,7 @@ class GraphView(QGraphicsView):
         if match is None:
             return None
         self.select_stage(match, center=False)
+        self.auto_fit = False
         if self.transform().m11() < 0.8:  # zoom in far enough to read the node
             self.set_zoom(1.0)
         self.centerOn(self.nodes[match])
@@ -311,6 +315,7 @@ class GraphView(QGraphicsView):
         self.scale(z, z)
 
     def zoom_by(self, factor: float) -> None:
+        self.auto_fit = False
         z = self.zoom()
         factor = min(MAX_ZOOM / z, max(MIN_ZOOM / z, factor))
         self.scale(factor, factor)
@@ -323,6 +328,7 @@ class GraphView(QGraphicsView):
         rect = self.scene().sceneRect()
         if rect.isEmpty():
             return
+        self.auto_fit = True
         self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
         if self.zoom() > 1.0:
             self.set_zoom(1.0)
@@ -353,6 +359,7 @@ class GraphView(QGraphicsView):
         # it just pans, and the selection the other panels follow survives the drag.
         item = self.itemAt(event.position().toPoint())
         self.setInteractive(isinstance(item, NodeItem) and item.kind not in ("input", "group"))
+        self.auto_fit = False  # a drag pans: the user's view from now on
         super().mousePressEvent(event)
 
     def _target(self, pos: QPoint) -> QGraphicsItem | None:

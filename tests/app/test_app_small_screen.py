@@ -32,8 +32,10 @@ def _fully_visible(w: QWidget) -> bool:
 
 @pytest.fixture
 def small(open_window) -> MainWindow:
+    """The window as a 1024×700 screen opens it (offscreen there is no such screen to fit)."""
     w = open_window("conv_relu", "hand")
-    w.resize(*SMALL)
+    w.size_to(*SMALL)
+    w.compact_layout()  # what a screen under COMPACT_HEIGHT gets
     return w
 
 
