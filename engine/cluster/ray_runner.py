@@ -76,7 +76,7 @@ def connect(spec: ClusterSpec) -> None:
     want = spec.address or os.environ.get("RAY_ADDRESS") or None
     with _LOCK:
         if ray.is_initialized():
-            if _STATE["spec"] is None or _STATE["spec"] == want:
+            if _STATE["spec"] is None or _STATE["spec"] == (want or "local"):
                 return
             ray.shutdown()
         env = {"env_vars": {"PYTHONPATH": worker_env(1)["PYTHONPATH"]}}  # a source checkout's root for the workers
