@@ -136,3 +136,53 @@ def test_the_registry_finds_the_learned_placers(toy):
     assert result.policy == "rl" and len(result.curve) == 30
     assert result.train_s > 0
     assert math.isclose(result.simulation.makespan_s, optimum_s(toy), rel_tol=1e-6)
+
+
+def test_a_briefly_trained_graph_network_places_an_unseen_toy_sensibly_and_fine_tunes(toy):
+    from engine.placement.learned.gnn import run_gnn, train_gnn, training_problems
+
+    # Trained on small random graphs only (never the toy), a few dozen steps.
+    model, curve = train_gnn(training_problems(6, 1, sizes=(8, 20)), seed=0, steps=20, rounds=2)
+    assert len(curve) == 20
+    single = simulate(toy.graph, toy.profile, toy.costs, (0,) * 8).makespan_s
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    zero_shot = run_gnn(toy, seed=0, model=model, init="single", rounds=2)
+    assert zero_shot.init_s == single
+    assert zero_shot.source == "policy"  # it moved work off the start, and that was faster
+    assert zero_shot.result.simulation.makespan_s < 0.8 * single
+    tuned = run_gnn(toy, seed=0, model=model, init="single", rounds=2, fine_tune_steps=40)
+    assert len(tuned.result.curve) == 40
+    assert tuned.result.simulation.makespan_s <= zero_shot.result.simulation.makespan_s
+    # Fine-tuning trains a copy: the network given stays as it was.
+    assert all(v.equal(before[k]) for k, v in model.state_dict().items())
+
+
+def test_shipped_graph_network_weights_load_and_place_a_random_graph():
+    import torch
+
+    from engine.placement.learned.common import FEATURES_VERSION
+    from engine.placement.learned.gnn import WEIGHTS, load_policy, run_gnn
+
+    blob = torch.load(WEIGHTS, weights_only=True)
+    assert blob["features_version"] == FEATURES_VERSION
+    model = load_policy()
+    g = random_graph(30, 12345)
+    from engine.placement.devices import load_profile
+
+    prof = load_profile("2hosts_2gpu")
+    pr = Problem(g, prof, roofline_costs(g, prof))
+    run = run_gnn(pr, seed=0, model=model)
+    assert run.result.simulation.valid
+    assert run.result.simulation.makespan_s <= run.init_s  # never worse than where it started (the best heuristic)
+    assert place(pr, "gnn").placement == run.result.placement  # the registry's gnn is the shipped network, deterministic
+
+
+def test_weights_of_another_feature_version_are_refused(tmp_path):
+    import torch
+
+    from engine.placement.learned.gnn import GNNPlacer, load_policy
+
+    path = tmp_path / "old.pt"
+    torch.save({"features_version": -1, "hidden": 8, "layers": 1, "state": GNNPlacer(8, 1).state_dict()}, path)
+    with pytest.raises(ValueError, match="features version -1"):
+        load_policy(path)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 from ..policies import register
+from .gnn import place_gnn
 from .hrl import place_hrl
 from .rl import place_rl
 
-__all__ = ["place_hrl", "place_rl"]
+__all__ = ["place_gnn", "place_hrl", "place_rl"]
 
 register("rl", place_rl)
 register("hrl", place_hrl)
+register("gnn", place_gnn)

@@ -248,6 +248,11 @@ def majority(placement: Sequence[int], groups: Sequence[int], n_groups: int, pro
     return [int(v) for v in votes.argmax(1)]
 
 
+def rl_budget(train_s: float, started: float) -> float:
+    """What is left of `train_s` for the REINFORCE loop after the warm start, at least a quarter of it."""
+    return max(0.25 * train_s, train_s - (time.perf_counter() - started))
+
+
 def budget(train_s: float, steps: int | None) -> Callable[[int], bool]:
     """Whether to go on at step k: a fixed number of steps (reproducible) or a wall-clock budget."""
     deadline = time.perf_counter() + train_s

@@ -31,6 +31,7 @@ from .common import (
     colocation_groups,
     majority,
     node_features,
+    rl_budget,
     seeded,
     warm_starts,
 )
@@ -101,7 +102,7 @@ def train_hrl(
     entropy: float = 1e-2,
     warm_start: bool = True,
     group_start: bool = True,
-    imitation_steps: int = 100,
+    imitation_steps: int = 50,
 ) -> RLRun:
     """Train grouper and placer jointly on `problem`; same seed and `steps` give the same result.
 
@@ -143,7 +144,7 @@ def train_hrl(
     target_groups = colocation_groups(problem.graph, n_groups, weight)
     t_groups = torch.as_tensor([target_groups])
     if group_start:  # the grouper starts near the co-location groups (which the placer then learns to place)
-        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), imitation_steps, 1e-2)
+        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), imitation_steps, 1e-2, keep=0.9)
     if cands:  # both start near the best heuristic's placement of those groups: n + G choices in all
         t_devices = torch.as_tensor([majority(cands[0][1], target_groups, n_groups, problem)])
         imitate(lambda: joint(1, t_groups, t_devices)[2], n + n_groups, params, imitation_steps, 1e-2)
@@ -152,7 +153,7 @@ def train_hrl(
         placement, _, logp, ent = joint(k)
         return placement.tolist(), logp, ent
 
-    go = budget(max(0.0, train_s - (time.perf_counter() - started)), steps)
+    go = budget(rl_budget(train_s, started), steps)
     curve, policy_best = reinforce(ev, sample, params, go, samples, lr, entropy)
     result = ev.result("hrl", started, curve)
     return RLRun(result, ev.best_source, n_groups, len(curve), ev.calls, policy_best, warm_best)

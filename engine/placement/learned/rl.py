@@ -35,6 +35,7 @@ from .common import (
     group_features,
     majority,
     node_features,
+    rl_budget,
     seeded,
     warm_starts,
 )
@@ -156,7 +157,7 @@ def reinforce(
 
 
 def imitate(
-    score_fn: Callable[[], torch.Tensor], choices: int, params: Sequence[torch.nn.Parameter], steps: int, lr: float, keep: float = 0.9
+    score_fn: Callable[[], torch.Tensor], choices: int, params: Sequence[torch.nn.Parameter], steps: int, lr: float, keep: float = 0.6
 ) -> None:
     """Warm start: raise the log-likelihood `score_fn()` of a target placement until each of its
     `choices` has probability `keep` on average (geometric mean), so that sampling still explores
@@ -183,7 +184,7 @@ def train_rl(
     lr: float = 1e-3,
     entropy: float = 1e-2,
     warm_start: bool = True,
-    imitation_steps: int = 100,
+    imitation_steps: int = 50,
 ) -> RLRun:
     """Train the seq2seq placer on `problem` (for `steps` steps, else for `train_s` seconds).
 
@@ -212,7 +213,7 @@ def train_rl(
     if cands:
         target = torch.as_tensor([majority(cands[0][1], groups, n_groups, problem)])
         imitate(lambda: model(gfeat, dcost, 1, forced=target)[1], n_groups, list(model.parameters()), imitation_steps, 1e-2)
-    go = budget(max(0.0, train_s - (time.perf_counter() - started)), steps)
+    go = budget(rl_budget(train_s, started), steps)
     curve, policy_best = reinforce(ev, sample, list(model.parameters()), go, samples, lr, entropy)
     with torch.no_grad():  # the trained policy's own choice, a candidate too
         greedy, _, _ = model(gfeat, dcost, 1, greedy=True)
