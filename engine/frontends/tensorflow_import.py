@@ -606,8 +606,7 @@ def _constants(
             with tf.compat.v1.Session(graph=g) as sess:
                 vals = sess.run(fetch, feed_dict={g.get_tensor_by_name(t): v for t, v in feeds.items()})
         except Exception as exc:  # noqa: BLE001
-            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ModelImportError(f"{where}: evaluating the graph's constant nodes failed ({type(exc).__name__}: {why})") from None
+            raise ModelImportError(f"{where}: evaluating the graph's constant nodes failed ({_run_error(exc)})") from None
         env.update({t: np.asarray(v) for t, v in zip(fetch, vals)})
     # One array per distinct value: a variable read once per time step (an RNN's recurrent
     # kernel) is one weight input, not one per read.
@@ -641,5 +640,14 @@ def _run(g: Any, feeds: dict[str, np.ndarray], fetches: list[str], where: str) -
         with tf.compat.v1.Session(graph=g) as sess:
             return [np.asarray(v) for v in sess.run(fetches, feed_dict={g.get_tensor_by_name(t): x for t, x in feeds.items()})]
     except Exception as exc:  # noqa: BLE001
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelImportError(f"{where}: TensorFlow failed to run the model on the test inputs ({type(exc).__name__}: {why})") from None
+        raise ModelImportError(f"{where}: TensorFlow failed to run the model on the test inputs ({_run_error(exc)})") from None
+
+
+def _run_error(exc: Exception) -> str:
+    """One line from a TensorFlow run error: the failing node and TensorFlow's reason (its
+    message opens with 'Graph execution error:' and ends with a stack trace)."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    node = next((x.removeprefix("Node: ") for x in lines if x.startswith("Node: ")), None)
+    skip = ("Graph execution error", "Detected at node", "Node: ", "[[", "Original stack trace")
+    why = next((x for x in lines if not x.startswith(skip)), type(exc).__name__)
+    return f"{type(exc).__name__}: {'node ' + node + ': ' if node else ''}{why}"

@@ -328,6 +328,36 @@ def _conv(cx: Ctx, ins: list[Any]) -> list[Any]:
     return [_from_nchw(cx, y, fmt)]
 
 
+@handles("Conv2DBackpropInput")
+def _conv_transpose(cx: Ctx, ins: list[Any]) -> list[Any]:
+    """A transposed convolution (Keras' Conv2DTranspose): the input gradient of the forward
+    convolution from `input_sizes` to this input, as a transposed convolution whose output
+    padding makes it exactly `input_sizes`."""
+    em, fmt = cx.em, _fmt(cx)
+    sizes = _ints(cx.const(ins[0], "input_sizes"))
+    f, x = cx.const(ins[1], "Conv2DBackpropInput filter"), ins[2]
+    if f.ndim != 4 or len(sizes) != 4:
+        raise ValueError(f"filter of shape {list(f.shape)} / input_sizes {sizes}: a 2-D transposed convolution needs 4 of each")
+    kh, kw, co, ci = f.shape
+    strides, dil = _spatial(cx, "strides", fmt), _spatial(cx, "dilations", fmt)
+    out_hw = sizes[1:3] if fmt == "NHWC" else sizes[2:4]
+    xn = _to_nchw(cx, x, fmt)
+    if em.shape(xn)[1] != ci:
+        raise ValueError(f"{em.shape(xn)[1]} input channels do not match the filter's {ci}")
+    pads = _pads(cx, tuple(out_hw), [kh, kw], strides, dil, fmt)  # the forward convolution's padding
+    n_hw = em.shape(xn)[2:]
+    full = [(n - 1) * s + d * (k - 1) + 1 - pads[a] - pads[a + 2] for a, (n, s, d, k) in enumerate(zip(n_hw, strides, dil, (kh, kw)))]
+    opad = [o - g for o, g in zip(out_hw, full)]
+    if any(p < 0 or p >= max(s, d) for p, s, d in zip(opad, strides, dil)):
+        raise ValueError(f"input_sizes {sizes} is not an output size of this transposed convolution (from {list(em.shape(xn))})")
+    w = np.ascontiguousarray(np.transpose(f, (3, 2, 0, 1)), np.float32)  # (kh, kw, out, in) -> (in, out, kh, kw)
+    scale, shift = fold_affine(cx, co, 4, True) if fmt == "NHWC" else (None, None)
+    w, b = _scaled(w, scale, 1), _bias(None, scale, shift, co)
+    bias = None if b is None else em.tensor(b, f"{cx.hint}_B")
+    y = em.b.conv_transpose(em.name(cx.hint), xn, em.tensor(w, f"{cx.hint}_W"), bias, strides, pads, dil, 1, opad)
+    return [_from_nchw(cx, y, fmt)]
+
+
 @handles("MaxPool", "AvgPool")
 def _pool(cx: Ctx, ins: list[Any]) -> list[Any]:
     em, fmt = cx.em, _fmt(cx)

@@ -101,6 +101,7 @@ def test_a_keras_model_built_here_imports_and_verifies(wdir, keras):
     keras.utils.set_random_seed(3)
     image = keras.Input((12, 12, 4), name="image")
     x = keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(image)
+    x = keras.layers.Conv2DTranspose(3, 3, strides=2, padding="same")(x)  # 24x24
     x = keras.layers.Conv2D(6, 3, strides=2, dilation_rate=1, padding="valid", activation="tanh")(x)
     x = keras.layers.LayerNormalization()(x)
     x = keras.layers.AveragePooling2D(2, padding="same")(x)
@@ -115,7 +116,7 @@ def test_a_keras_model_built_here_imports_and_verifies(wdir, keras):
     model = keras.Model([image, seq, scale], [y, out2])
     res = import_keras(model, "mixed", wdir)
     r = res.report
-    assert {"DepthwiseConv2dNative", "Conv2D", "AvgPool", "Pad", "Log", "Softmax", "MatMul"} <= set(r.ops_mapped)
+    assert {"DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv2D", "AvgPool", "Pad", "Log", "Softmax", "MatMul"} <= set(r.ops_mapped)
     assert [o["shape"] for o in r.outputs] == [[1, 12], [1, 4]]
     assert any("U[0.5, 1.5)" in s and "scale" in s for s in r.simplifications)
     p = res.pipeline
