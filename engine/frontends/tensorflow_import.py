@@ -165,7 +165,9 @@ def _from_keras_model(model: Any, where: str) -> _Graph:
         concrete = tf.function(call).get_concrete_function(*specs)
         frozen = convert_variables_to_constants_v2(concrete)
     except Exception as exc:  # noqa: BLE001  # the model's own code rejects the inputs
-        why = (str(exc).strip().splitlines() or [""])[0]
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+        # A traced error opens with 'in user code:' and a stack; its reason is the last line.
+        why = (lines[-1] if lines and lines[0].startswith("in user code") else lines[0]) if lines else ""
         raise ModelImportError(
             f"{where}: tracing it on inputs {[list(s.shape) for s in specs]} failed ({type(exc).__name__}: {why})"
         ) from None
