@@ -65,6 +65,7 @@ class ProducerRegion:
     cells: tuple[Cell, ...]  # points computed, in the producer's own loop order
     recomputed: tuple[Cell, ...]  # those of `cells` that were computed before in this trace
     line: int | None  # 0-based line of the producer's `produce` in the loop-nest text
+    update_points: int = 0  # a reduction's update definition: points it stores after `cells` (with repeats)
 
 
 @dataclass(frozen=True)
@@ -201,12 +202,15 @@ class _IndexMap:
         self.dims = [d.name for d in s.dims]
         self.rvars = [r.name for r in s.rdom] if update else []
         cur = dict(self.roots)
+        self.guarded = False  # some GuardWithIf tail skips points
 
         def split(loop: str, outer: str, inner: str, f: int, tail: str | None) -> None:
             old = cur.pop(loop)
             o = _Var(outer, max(1, math.ceil(old.extent / f)), old.rvar)
             i = _Var(inner, f, old.rvar)
             old.defn = ("split", o, i, f, _tail(tail, old.rvar, update))
+            if old.defn[4] == "guard_with_if" and old.extent % f:
+                self.guarded = True
             cur[outer], cur[inner] = o, i
 
         for d in sched.of(stage).definition(update):
@@ -309,6 +313,18 @@ def parse_extent(text: str) -> tuple[int, ...]:
     return ext
 
 
+@dataclass(frozen=True)
+class _Slide:
+    """How Halide slides a producer's window: over loop `loop` (an index into the final
+    definition's loops) along dim `dim` (None: the region does not move, computed once),
+    `step` more per iteration, the loop rewound by `warmup` iterations."""
+
+    loop: int
+    dim: int | None
+    step: int
+    warmup: int
+
+
 @dataclass
 class _Realized:
     """Per producer: what was computed so far (for recompute counts and allocations)."""
@@ -316,7 +332,6 @@ class _Realized:
     computed: int = 0
     recomputed: int = 0
     seen: set[Cell] = field(default_factory=set)  # over the whole trace (recompute counts)
-    store_seen: set[Cell] = field(default_factory=set)  # since its store level's iteration began
     store_key: tuple | None = None
     store_hull: list[list[int]] | None = None
     max_region: tuple[int, ...] = ()
@@ -358,9 +373,11 @@ class _Tracer:
             else:
                 self.store_level[q] = self.level[q]
         self.real = {q: _Realized() for q in self.level}
+        self.plans = {q: self._slide_plan(q) for q in self.level}
         self.producer_cells = 0
         self.truncated = False
         self._qmaps: dict[tuple[str, tuple[int, ...]], tuple[list[L.Loop], _IndexMap]] = {}
+        self._qupdates: dict[tuple[str, tuple[int, ...]], int] = {}
 
     # --- producers ---------------------------------------------------------------------
     def _required(self, q: str, k: int, ranges: dict[str, tuple[int, int]], memo: dict[str, Box]) -> Box:
@@ -384,6 +401,31 @@ class _Tracer:
         memo[q] = out
         return out
 
+    def _update_points(self, q: str, box: Box) -> int:
+        """Points a reduction producer's update definition stores when realized over `box`."""
+        qs = self.p.stage(q)
+        if not qs.is_reduction:
+            return 0
+        ext_t = tuple(b - a + 1 for a, b in box)
+        hit = self._qupdates.get((q, ext_t))
+        if hit is None:
+            ext = dict(zip((d.name for d in qs.dims), ext_t))
+            loops = definition_loops(self.p, self.sched, q, True, ext)
+            imap = _IndexMap(self.p, self.sched, q, True, ext, loops)
+            if not imap.guarded:
+                hit = math.prod(lp.extent for lp in loops)
+            else:
+                names = [lp.name for lp in loops]
+                hit = 0
+                for idx in itertools.product(*(range(lp.extent) for lp in loops)):
+                    try:
+                        imap.point(dict(zip(names, idx)))
+                    except _Guarded:
+                        continue
+                    hit += 1
+            self._qupdates[(q, ext_t)] = hit
+        return hit
+
     def _producer_points(self, q: str, box: Box) -> list[Cell]:
         """The points producer `q`'s pure definition computes when realized over `box`, in its loop order."""
         ext_t = tuple(b - a + 1 for a, b in box)
@@ -405,47 +447,114 @@ class _Tracer:
             out.append(tuple(lo[i] + v for i, v in enumerate(pt)))
         return out
 
-    def _compute_producers(self, k: int, idx: tuple[int, ...], names: list[str]) -> list[ProducerRegion]:
+    def _box_at(self, q: str, counters: tuple[int, ...]) -> Box:
+        """Region of producer `q` required at its compute site, this stage's loops outside it
+        at `counters` (one per loop down to q's compute loop)."""
+        k = self.level[q]
         loops = self.loops[self.final]
-        env = {n: (i, i) for n, i in zip(names[: k + 1], idx[: k + 1])}
+        env = {lp.name: (i, i) for lp, i in zip(loops[: k + 1], counters)}
         env.update({lp.name: (0, lp.extent - 1) for lp in loops[k + 1 :]})
-        ranges = self.maps[self.final].ranges(env)
-        memo: dict[str, Box] = {}
+        return self._required(q, k, self.maps[self.final].ranges(env), {})
+
+    def _slide_plan(self, q: str) -> _Slide | None:
+        """Halide's sliding window for `q` (stored outside the loop it is computed at): the
+        innermost serial or unrolled loop between the two along which the region required
+        moves up in exactly one dim with overlap between iterations (or does not move at all:
+        computed on the first iteration only), and the warm-up iterations the loop is rewound by."""
+        k, sl = self.level[q], self.store_level[q]
+        if sl == k:
+            return None
+        loops = self.loops[self.final]
+        first = -1 if sl is None else sl
+        zero = (0,) * (k + 1)
+        b0 = self._box_at(q, zero)
+        if not b0:
+            return None
+        for v in range(k, first, -1):
+            if loops[v].kind not in ("serial", "unrolled"):
+                continue
+            if loops[v].extent < 2:
+                continue
+            b1 = self._box_at(q, zero[:v] + (1,) + zero[v + 1 :])
+            moved = [d for d in range(len(b0)) if b0[d] != b1[d]]
+            if not moved:  # the same region every iteration: computed on the first one only
+                return _Slide(v, None, 0, 0)
+            if len(moved) > 1:
+                continue
+            d = moved[0]
+            (lo0, hi0), (lo1, hi1) = b0[d], b1[d]
+            if lo1 < lo0 or hi1 <= hi0 or lo1 > hi0:  # not increasing, or no overlap: nothing to reuse
+                continue
+            step, size = hi1 - hi0, hi0 - lo0 + 1
+            return _Slide(v, d, step, -(-max(0, size - step) // step))
+        return None
+
+    def _slid_box(self, q: str, plan: _Slide, counters: tuple[int, ...]) -> Box:
+        """The region computed at `counters` under the sliding window (the counter of the
+        slide loop may be negative: a warm-up iteration); () when nothing is new."""
+        v, d = plan.loop, plan.dim
+        u = counters[v]
+        if d is None:
+            return self._box_at(q, counters) if u == 0 else ()
+        base = self._box_at(q, counters[:v] + (max(u, 0),) + counters[v + 1 :])
+        lo_first = base[d][0] if u >= 0 else self._box_at(q, counters[:v] + (0,) + counters[v + 1 :])[d][0]
+
+        def hi(w: int) -> int:  # extrapolated below 0 (the footprint moves by `step` per iteration)
+            if w >= 0:
+                return self._box_at(q, counters[:v] + (w,) + counters[v + 1 :])[d][1]
+            return hi(0) + w * plan.step
+
+        lo = lo_first if u == -plan.warmup else max(lo_first, hi(u - 1) + 1)
+        top = hi(u)
+        if lo > top:
+            return ()
+        return base[:d] + ((lo, top),) + base[d + 1 :]
+
+    def _compute_producers(self, k: int, idx: tuple[int, ...], names: list[str]) -> list[ProducerRegion]:
         out = []
         for q in self.at.get(k, []):
-            box = self._required(q, k, ranges, memo)
-            if not box:
-                continue
-            r = self.real[q]
-            sl = self.store_level[q]
-            key = ("root",) if sl is None else tuple(idx[: sl + 1])
-            if key != r.store_key:  # a new iteration of its store level: a new buffer
-                r.store_key, r.store_seen, r.store_hull = key, set(), None
-                r.allocations += 1
-            sliding = sl != k and all(lp.kind in ("serial", "unrolled") for lp in loops[(sl if sl is not None else -1) + 1 : k + 1])
-            pts = self._producer_points(q, box)
-            if sliding:
-                pts = [c for c in pts if c not in r.store_seen]
-            r.store_seen.update(pts)
-            rec = tuple(c for c in pts if c in r.seen)
-            r.seen.update(pts)
-            r.computed += len(pts)
-            r.recomputed += len(rec)
-            ext = tuple(b - a + 1 for a, b in box)
-            r.max_iter_extent = tuple(max(a, b) for a, b in zip(r.max_iter_extent, ext)) if r.max_iter_extent else ext
-            if r.store_hull is None:
-                r.store_hull = [[a, b] for a, b in box]
-            else:
-                for h, (a, b) in zip(r.store_hull, box):
-                    h[0], h[1] = min(h[0], a), max(h[1], b)
-            reg = tuple(b - a + 1 for a, b in r.store_hull)
-            r.max_region = tuple(max(a, b) for a, b in zip(r.max_region, reg)) if r.max_region else reg
-            if self.producer_cells + len(pts) > MAX_PRODUCER_CELLS:
-                self.truncated = True
-                pts, rec = pts[: max(0, MAX_PRODUCER_CELLS - self.producer_cells)], rec[:0]
-            self.producer_cells += len(pts)
-            out.append(ProducerRegion(q, names[k], box, tuple(pts), rec, self._produce_line(q)))
+            plan = self.plans[q]
+            counters = tuple(idx[: k + 1])
+            if plan is not None and plan.warmup and idx[plan.loop] == 0 and all(i == 0 for i in idx[plan.loop + 1 : k + 1]):
+                # The slide loop starts: Halide rewinds it by `warmup` iterations that only compute q.
+                inner = [range(lp.extent) for lp in self.loops[self.final][plan.loop + 1 : k + 1]]
+                for u in range(-plan.warmup, 0):
+                    for rest in itertools.product(*inner):
+                        self._realize(q, k, counters[: plan.loop] + (u,) + rest, plan, out, names)
+            self._realize(q, k, counters, plan, out, names)
         return out
+
+    def _realize(self, q: str, k: int, counters: tuple[int, ...], plan: _Slide | None, out: list[ProducerRegion], names: list[str]) -> None:
+        full = self._box_at(q, counters) if counters[plan.loop if plan else 0] >= 0 else ()
+        box = full if plan is None else self._slid_box(q, plan, counters)
+        if not box:
+            return
+        r = self.real[q]
+        sl = self.store_level[q]
+        key = ("root",) if sl is None else tuple(counters[: sl + 1])
+        if key != r.store_key:  # a new iteration of its store level: a new buffer
+            r.store_key, r.store_hull = key, None
+            r.allocations += 1
+        pts = self._producer_points(q, box)
+        rec = tuple(c for c in pts if c in r.seen)
+        r.seen.update(pts)
+        r.computed += len(pts)
+        r.recomputed += len(rec)
+        need = full or box  # what this iteration reads: the buffer holds at least that
+        ext = tuple(b - a + 1 for a, b in need)
+        r.max_iter_extent = tuple(max(a, b) for a, b in zip(r.max_iter_extent, ext)) if r.max_iter_extent else ext
+        if r.store_hull is None:
+            r.store_hull = [[a, b] for a, b in box]
+        else:
+            for h, (a, b) in zip(r.store_hull, box):
+                h[0], h[1] = min(h[0], a), max(h[1], b)
+        reg = tuple(b - a + 1 for a, b in r.store_hull)
+        r.max_region = tuple(max(a, b) for a, b in zip(r.max_region, reg)) if r.max_region else reg
+        if self.producer_cells + len(pts) > MAX_PRODUCER_CELLS:
+            self.truncated = True
+            pts, rec = pts[: max(0, MAX_PRODUCER_CELLS - self.producer_cells)], rec[:0]
+        self.producer_cells += len(pts)
+        out.append(ProducerRegion(q, names[k], box, tuple(pts), rec, self._produce_line(q), self._update_points(q, box)))
 
     def _produce_line(self, q: str) -> int | None:
         n = self.produce.get(q)
@@ -537,7 +646,7 @@ class _Tracer:
             for w in range(t):
                 queues[w], nxt = iters[nxt], nxt + 1
             start = tick
-            while any(pos[w] < len(queues[w]) for w in range(t)):
+            while nxt < len(iters) or any(pos[w] < len(queues[w]) for w in range(t)):
                 for w in range(t):
                     if pos[w] >= len(queues[w]) and nxt < len(iters):
                         queues[w], pos[w], nxt = iters[nxt], 0, nxt + 1
@@ -564,16 +673,16 @@ class _Tracer:
             k, sl = self.level[q], self.store_level[q]
             level = f"{self.stage}.{names[k]}"
             store = "root" if sl is None else f"{self.stage}.{names[sl]}"
-            loops = self.loops[self.final]
-            sliding = sl != k and all(lp.kind in ("serial", "unrolled") for lp in loops[(sl if sl is not None else -1) + 1 : k + 1])
+            plan = self.plans[q]
+            sliding = plan is not None
             shape = list(r.max_region)
             folded = []
-            if sliding and r.max_iter_extent:
-                for i, (full, it) in enumerate(zip(r.max_region, r.max_iter_extent)):
-                    f = 1 << max(0, (it - 1).bit_length())  # the power of two at least the per-iteration extent
-                    if f < full:
-                        shape[i] = f
-                        folded.append(i)
+            if plan is not None and plan.dim is not None and r.max_iter_extent:
+                i = plan.dim
+                f = 1 << max(0, (r.max_iter_extent[i] - 1).bit_length())  # the power of two at least the per-iteration extent
+                if f < shape[i]:
+                    shape[i] = f
+                    folded.append(i)
             out[q] = Allocation(q, level, store, tuple(shape), r.max_region, tuple(folded), sliding, r.allocations)
         return out
 
