@@ -59,7 +59,7 @@ VIEW_KEYS: list[tuple[str, str, str]] = [
     ("Graph", "Right-click a stage", "its schedule actions (Tile, Vectorize, Parallel, Inline, Root, Add directive)"),
     ("Schedule Editor", "Delete / Backspace", "remove the selected directive"),
     ("Schedule Editor", "Double-click a directive", "change it"),
-    ("Schedule Editor", "Enter in the form", "apply the directive"),
+    ("Schedule Editor", "Enter / Esc in the form", "apply the directive / close the form"),
     ("Start page", "Enter / Esc", "open the selected card / go back to the workspace"),
 ]
 
