@@ -100,6 +100,7 @@ class ModelImporter(QObject):
         dialog.setAutoClose(False)
         dialog.setAutoReset(False)
         dialog.canceled.connect(self.cancel)
+        dialog.setValue(0)  # starts the dialog's own timer: shown once the import has taken SHOW_AFTER_MS
         clock = QElapsedTimer()
         clock.start()
         stage = [f"Importing {path.name}…"]
@@ -127,6 +128,7 @@ class ModelImporter(QObject):
             tick.stop()
             tick.deleteLater()
             dialog.canceled.disconnect(self.cancel)
+            dialog.reset()  # stops that timer: a finished import's dialog never shows late
             dialog.close()
             dialog.deleteLater()
             self.dialog = None

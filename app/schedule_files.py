@@ -99,7 +99,7 @@ class ScheduleFiles:
         self.w = w
         self.last_dir = ""
         self.open_action = QAction("Open &Schedule…", w)
-        self.open_action.setShortcut(QKeySequence("Ctrl+Shift+O"))
+        self.open_action.setShortcut(QKeySequence("Ctrl+Alt+O"))  # Ctrl+Shift+O is Open Project…
         self.open_action.setStatusTip("Apply a schedule JSON file to the open pipeline (undoable)")
         self.open_action.triggered.connect(self.open_dialog)
         self.save_action = QAction("Save Sc&hedule…", w)
