@@ -45,6 +45,7 @@ PURE_PYTHON_MODULES = {
     "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
     "test_placement_simulator", "test_placement_profiles", "test_placement_policies", "test_cli_place",
     "test_placement_learned",
+    "test_teaching_trace", "test_teaching_footprint", "test_cli_animate",
 }  # fmt: skip
 
 
