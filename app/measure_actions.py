@@ -69,7 +69,9 @@ def install(w: MainWindow) -> MeasureActions:
     peers.triggered.connect(lambda: ctl.measure_current(force=True, peers=True))
     clear = QAction("C&lear Stored Results…", w)
     clear.setStatusTip("Remove this pipeline's stored measurements (every schedule) so they are measured again")
-    files = ScheduleFiles(w)
+    from .main_window import SETTINGS_APP, SETTINGS_ORG  # noqa: PLC0415  # the window imports this module
+
+    files = ScheduleFiles(w, (SETTINGS_ORG, SETTINGS_APP))
     autos = QMenu("Halide A&utoschedulers", w)
     actions = MeasureActions(again, peers, clear, autos, files, {}, set())
     clear.triggered.connect(lambda: actions.clear_stored_results(w))

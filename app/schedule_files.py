@@ -38,6 +38,7 @@ from engine.measure import autoscheduler_key
 from engine.schedule import ScheduleError
 
 from .code_view import atomic_write
+from .folders import remember_folder, start_folder
 from .model.commands import ScheduleCommand, UseSchedule
 
 if TYPE_CHECKING:
@@ -95,9 +96,9 @@ def save_schedule_file(w: MainWindow, path: Path) -> str | None:
 class ScheduleFiles:
     """The File menu's Open Schedule… / Save Schedule… and the autoscheduler schedule viewer."""
 
-    def __init__(self, w: MainWindow) -> None:
+    def __init__(self, w: MainWindow, settings: tuple[str, str]) -> None:
         self.w = w
-        self.last_dir = ""
+        self.settings = settings  # where the last folder used is remembered (app/folders.py)
         self.open_action = QAction("Open &Schedule…", w)
         self.open_action.setShortcut(QKeySequence("Ctrl+Alt+O"))  # Ctrl+Shift+O is Open Project…
         self.open_action.setStatusTip("Apply a schedule JSON file to the open pipeline (undoable)")
@@ -108,7 +109,7 @@ class ScheduleFiles:
         self.save_action.triggered.connect(self.save_dialog)
 
     def _start_dir(self) -> str:
-        return self.last_dir or str(Path.home())
+        return str(start_folder(self.settings))
 
     def open_file(self, path: Path) -> bool:
         """Apply `path`; a file that does not apply is one warning and changes nothing."""
@@ -116,7 +117,7 @@ class ScheduleFiles:
         if why is not None:
             QMessageBox.warning(self.w, "Cannot open schedule", why)
             return False
-        self.last_dir = str(path.parent)
+        remember_folder(self.settings, path)
         self.w.statusBar().showMessage(f"Applied schedule {path.name} (Undo puts the previous one back)", 8000)
         return True
 
@@ -130,7 +131,7 @@ class ScheduleFiles:
         if why is not None:
             QMessageBox.warning(self.w, "Cannot save schedule", why)
             return False
-        self.last_dir = str(path.parent)
+        remember_folder(self.settings, path)
         self.w.statusBar().showMessage(f"Saved the schedule to {path}", 8000)
         return True
 
