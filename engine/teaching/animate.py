@@ -101,13 +101,14 @@ def _layout(t: Trace, opts: AnimOptions) -> tuple[list[_Grid], int, int, int]:
     dims = [(math.prod(s[:-1]) if len(s) > 1 else 1, s[-1]) for _, _, s in bufs]
     biggest = max(max(r, c) for r, c in dims)
     cell = max(3, min(opts.cell_px, MAX_GRID_PX // max(1, biggest)))
-    grids, x, top, pad = [], 12, 34, 24
+    grids: list[_Grid] = []
+    x, top, pad = 12, 34, 24
     for (name, lo, shape), (_rows, cols) in zip(bufs, dims):
-        a = t.allocations.get(name)
+        alloc = t.allocations.get(name)
         title = name
-        if a is not None and name != t.stage:
-            title += f" @ {a.compute_level.split('.', 1)[-1]}"
-            title += f", buffer {'x'.join(map(str, a.shape))}" + (" folded" if a.folded else "")
+        if alloc is not None and name != t.stage:
+            title += f" @ {alloc.compute_level.split('.', 1)[-1]}"
+            title += f", buffer {'x'.join(map(str, alloc.shape))}" + (" folded" if alloc.folded else "")
         grids.append(_Grid(name, title, lo, shape, cell, x, top))
         x += max(cols * cell, 8 * len(title)) + pad
     height = top + max(r * cell for r, _ in dims) + 16

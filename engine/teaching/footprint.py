@@ -106,10 +106,10 @@ def cache_sizes(cache_dir: Path = CACHE_DIR) -> tuple[CacheLevel, ...]:
             try:
                 level = int((d / "level").read_text().strip())
                 kind = (d / "type").read_text().strip()
-                size = _parse_size((d / "size").read_text())
+                parsed = _parse_size((d / "size").read_text())
             except (OSError, ValueError):
                 continue
-            out.append(CacheLevel(level, kind, size, str(d / "size")))
+            out.append(CacheLevel(level, kind, parsed, str(d / "size")))
     if out:
         return tuple(sorted(out, key=lambda c: (c.level, c.type)))
     names = (

@@ -38,6 +38,8 @@ OUTER_CAP = 2
 
 Cell = tuple[int, ...]
 Box = tuple[tuple[int, int], ...]
+# (update, loop counters, cells, producers computed first, (counters outside the parallel loop, its counter) or None)
+_RawStep = tuple[bool, tuple[int, ...], tuple[Cell, ...], list["ProducerRegion"], tuple[tuple[int, ...], int] | None]
 
 
 class TraceError(ValueError):
@@ -511,7 +513,7 @@ class _Tracer:
         return base[:d] + ((lo, top),) + base[d + 1 :]
 
     def _compute_producers(self, k: int, idx: tuple[int, ...], names: list[str]) -> list[ProducerRegion]:
-        out = []
+        out: list[ProducerRegion] = []
         for q in self.at.get(k, []):
             plan = self.plans[q]
             counters = tuple(idx[: k + 1])
@@ -561,7 +563,7 @@ class _Tracer:
         return None if n is None else self.lines[id(n)]
 
     # --- the stage's steps, in program order ---------------------------------------------
-    def _raw(self) -> Iterator[tuple[bool, tuple[int, ...], tuple[Cell, ...], list[ProducerRegion], tuple | None]]:
+    def _raw(self) -> Iterator[_RawStep]:
         """(update, loop counters, cells, producers computed first, parallel key) per step, serially."""
         ndims = len(self.ext)
         for u in self.defs:
@@ -600,7 +602,7 @@ class _Tracer:
 
     def run(self) -> Trace:
         steps: list[Step] = []
-        raw = []
+        raw: list[_RawStep] = []
         for item in self._raw():
             if len(raw) >= self.max_steps:
                 self.truncated = True
@@ -633,8 +635,11 @@ class _Tracer:
             # One run of the parallel loop: its iterations, each a list of raw steps.
             block: dict[int, list] = {}
             j = k
-            while j < len(raw) and raw[j][4] is not None and raw[j][4][0] == pkey[0] and raw[j][0] == u:
-                block.setdefault(raw[j][4][1], []).append(raw[j])
+            while j < len(raw) and raw[j][0] == u:
+                key = raw[j][4]
+                if key is None or key[0] != pkey[0]:
+                    break
+                block.setdefault(key[1], []).append(raw[j])
                 j += 1
             iters = [block[i] for i in sorted(block)]
             t = max(1, min(self.threads, len(iters)))
