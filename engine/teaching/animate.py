@@ -133,9 +133,11 @@ def frames(t: Trace, opts: AnimOptions = AnimOptions()) -> list[Image.Image]:
     first, last = _code_lines(t)
     shown = code[first:last]
     line_h = 16
-    height = text_y + 22 + line_h * max(1, len(shown)) + 8
+    height = text_y + 22 + line_h * max(1, len(shown)) + 8 + line_h
     base = Image.new("RGB", (width, height), BACKGROUND)
     d = ImageDraw.Draw(base)
+    legend = "colour: thread   outlined: vector lanes   dot: unrolled   grey: producer computed   red: recomputed"
+    d.text((12, height - line_h - 2), legend, fill=PRODUCER, font=small)
     for g in grids:
         d.text((g.x0, 10), g.title, fill=TEXT, font=font)
         d.rectangle((g.x0, g.y0, g.x0 + g.width - 1, g.y0 + g.height - 1), fill=EMPTY)
