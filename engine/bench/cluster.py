@@ -64,7 +64,8 @@ def _collect(db: Path, n_pipelines: int, per_pipeline: int, seed: int, max_stage
 
 
 def _kill_when(db: Path, n: int, cluster: Any, runner: RayRunner, info: dict[str, Any], stop: threading.Event) -> None:
-    """Kill one worker node once `n` samples are stored, then add a fresh node and refresh the runner."""
+    """Kill one worker node once `n` samples are stored, then add a fresh node and refresh the
+    runner (on the main thread: Ray starts a node's processes with signal handlers)."""
     while not stop.is_set():
         try:
             count = len(_keys(db)) if db.exists() else 0
@@ -127,18 +128,23 @@ def bench_cluster(
             with loopback_cluster(nodes, cpus=1) as cluster:
                 runner = RayRunner(ClusterSpec("ray", cluster.address), threads=1)
                 info: dict[str, Any] = {}
-                stop = threading.Event()
+                done = threading.Event()
                 db = Path(tmp, "fault.sqlite")
-                killer = threading.Thread(
-                    target=_kill_when, args=(db, int(kill_at * n_pipelines * per_pipeline), cluster, runner, info, stop), daemon=True
-                )
-                killer.start()
+                got: dict[str, Any] = {}
+
+                def collect() -> None:
+                    try:
+                        got.update(_collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner))
+                    finally:
+                        done.set()
+
+                collector = threading.Thread(target=collect, daemon=True)
+                collector.start()
                 try:
-                    out["fault"] = _collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner)
+                    _kill_when(db, int(kill_at * n_pipelines * per_pipeline), cluster, runner, info, done)
                 finally:
-                    stop.set()
-                    killer.join(60)
-                    out["fault"] = {**out.get("fault", {}), **_check(db, reference), **info}
+                    collector.join()
+                    out["fault"] = {**got, **_check(db, reference), **info}
                     out["fault"].update(retries=runner.retries(), counts=dict(runner.counts))
                     runner.close()
             _log(f"fault: {out['fault']['samples']} samples, {out['fault']['retries']} retries")

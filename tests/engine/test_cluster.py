@@ -77,6 +77,23 @@ def test_measures_on_the_nodes_and_does_not_retry_application_errors(runner, clu
         assert runner.counts["submitted"] == sent + 1 and db.count() == 1
 
 
+def test_the_cli_collects_through_the_cluster(cluster, tmp_path, capsys):
+    import json
+
+    from engine.cli import main
+
+    db = tmp_path / "cli.sqlite"
+    argv = ["costmodel", "generate", "--db", str(db), "--pipelines", "1", "--per-pipeline", "2", "--no-zoo", "--max-stages", "3"]
+    assert main([*argv, "--cluster", cluster.address, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cluster"] == cluster.address and out["host"] == host_fingerprint() and out["samples"] == 2 and out["measured"] == 2
+    assert main([*argv, "--cluster", cluster.address, "--json"]) == 0  # resumed: nothing measured again
+    again = json.loads(capsys.readouterr().out)
+    assert again["samples"] == 2 and again["cached"] == 2 and "measured" not in again
+    with pytest.raises(ClusterError, match="no node of kind 'a machine nobody has'"):
+        RayRunner(ClusterSpec("ray", cluster.address), kind="a machine nobody has")
+
+
 def test_a_hang_is_cut_by_the_timeout_and_recorded(runner, tmp_path):
     import ray
 
@@ -131,6 +148,8 @@ def test_a_node_removed_mid_task_is_retried_and_the_dataset_is_complete(runner, 
         runner.counts,
     )
     assert runner.retries() >= 1
+    runner.refresh()  # later jobs go to the live nodes only
+    assert victim.node_id not in runner.node_ids and runner.slots == 1
 
 
 def test_cancelling_a_search_cancels_its_task(runner):
