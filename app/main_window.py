@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QChildEvent, QElapsedTimer, QEvent, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QKeySequence, QStandardItemModel, QUndoStack
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QDialog,
     QDockWidget,
     QFileDialog,
@@ -51,6 +52,7 @@ from .schedule_files import is_schedule_file
 from .search.panel import SearchPanel
 from .start.page import StartPageController
 from .stmt import StmtLoader
+from .teaching import Teaching
 from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
 
@@ -59,6 +61,7 @@ SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
 LAYOUT_VERSION = 4
 STATUS_MS = 8000
 COMPACT_HEIGHT = 760  # screens shorter than this (logical pixels) get the compact layout
+DOCK_MIN_BUDGET = (360, 200)  # a dock panel needing more than this (w, h) scrolls: 1024×700 holds the rest
 # The performance panel's text before a measurement, by the Auto setting (issue 20 item 10).
 IDLE_AUTO = "Not measured yet. Auto is on: each edit is measured shortly after it; Measure (Ctrl+M) measures this schedule now."
 IDLE_MANUAL = "Not measured yet. Press Measure (Ctrl+M), or turn on Auto (Measure menu) to measure each edit."
@@ -128,6 +131,7 @@ class MainWindow(QMainWindow):
         self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
         self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
+        self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -152,6 +156,7 @@ class MainWindow(QMainWindow):
         self.undo_stack.cleanChanged.connect(self.update_title)
         self.projects.notes.modificationChanged.connect(self.update_title)
 
+        self._scroll_large_docks()
         self._fit_to_screen()
         self._default_state = self.saveState(LAYOUT_VERSION)
         if persist_layout:
@@ -236,6 +241,17 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.notes_dock, self.import_report_dock)
         self.import_report_dock.hide()  # until a model is imported (View → Import Report shows it)
         self.pipelines_dock.raise_()
+
+    def _scroll_large_docks(self) -> None:
+        """Any dock whose panel needs more than a small screen's share scrolls instead: a
+        class fix, so a panel added later cannot push the window's minimum past the screen."""
+        for dock in self.findChildren(QDockWidget):
+            widget = dock.widget()
+            if widget is None or isinstance(widget, QAbstractScrollArea):
+                continue
+            hint = widget.minimumSizeHint()
+            if hint.width() > DOCK_MIN_BUDGET[0] or hint.height() > DOCK_MIN_BUDGET[1]:
+                dock.setWidget(scrolled(widget, dock.objectName() + "_scroll"))
 
     def _fit_to_screen(self) -> None:
         """The first size: 1360×900, or the screen's available area if that is smaller (a
@@ -486,6 +502,7 @@ class MainWindow(QMainWindow):
             self.graph.view.select_stage(stage)
             self.loop_view.highlight_stage(stage)
             self.editor.set_stage(stage)
+            self.teaching.set_stage(stage)
         finally:
             self._syncing_stage = False
 
@@ -711,4 +728,5 @@ class MainWindow(QMainWindow):
         self.search_panel.shutdown()  # cancels a running search and joins its thread
         self.placement.shutdown()
         self.stmt_loader.shutdown()
+        self.teaching.shutdown()
         super().closeEvent(event)
