@@ -52,6 +52,7 @@ from .schedule_files import is_schedule_file
 from .search.panel import SearchPanel
 from .start.page import StartPageController
 from .stmt import StmtLoader
+from .teaching import Teaching
 from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
 
@@ -130,6 +131,7 @@ class MainWindow(QMainWindow):
         self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
         self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
+        self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -500,6 +502,7 @@ class MainWindow(QMainWindow):
             self.graph.view.select_stage(stage)
             self.loop_view.highlight_stage(stage)
             self.editor.set_stage(stage)
+            self.teaching.set_stage(stage)
         finally:
             self._syncing_stage = False
 
@@ -725,4 +728,5 @@ class MainWindow(QMainWindow):
         self.search_panel.shutdown()  # cancels a running search and joins its thread
         self.placement.shutdown()
         self.stmt_loader.shutdown()
+        self.teaching.shutdown()
         super().closeEvent(event)
