@@ -288,6 +288,29 @@ def _loop_lines(produce: LN.Node | None, lines: dict[int, int], update: bool) ->
     return out
 
 
+def realization_order(p: Pipeline) -> list[str]:
+    """The stages in the order Halide realizes them (RealizationOrder.cpp): a post-order
+    depth-first walk from the outputs, each Func's callees visited by name (a std::map).
+    Producers computed at the same loop run in this order."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for out in p.outputs:
+        if out in seen:
+            continue
+        seen.add(out)
+        stack = [(out, iter(sorted(set(p.producers(out)))))]
+        while stack:
+            name, callees = stack[-1]
+            nxt = next((c for c in callees if c not in seen), None)
+            if nxt is None:
+                stack.pop()
+                order.append(name)
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(set(p.producers(nxt))))))
+    return order
+
+
 # --- the trace --------------------------------------------------------------------------------
 def default_extent(p: Pipeline, sched: Schedule, stage: str, cap: int = DEFAULT_CAP) -> tuple[int, ...]:
     """A small extent to trace `stage` on: `cap` for the two innermost dims, OUTER_CAP for the
@@ -362,6 +385,9 @@ class _Tracer:
         for k, name in enumerate(final_names):
             for q in self.nest.computed_at.get((stage, name), []):
                 self.at.setdefault(k, []).append(q)
+        rank = {n: i for i, n in enumerate(realization_order(p))}
+        for qs in self.at.values():  # siblings at one loop are computed in Halide's order
+            qs.sort(key=rank.__getitem__)
         self.level = {q: k for k, qs in self.at.items() for q in qs}
         self.store_level: dict[str, int | None] = {}
         for q in self.level:
