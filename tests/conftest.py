@@ -32,6 +32,7 @@ SLOW_MODULES = {
     "test_placement_execute",
     "test_placement_learned",
     "test_cluster",  # a real 2-node Ray cluster (~80 s)
+    "test_cli_stored",  # measure --force / forget / autoschedule --out in subprocesses (~80 s loaded)
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
     "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
@@ -39,10 +40,12 @@ SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real co
     "test_search_runs_off_thread_fills_table_and_plot_and_applies_undoably", "test_auto_measure_is_debounced_and_measures_the_last_edit",
     "test_queue_runs_one_at_a_time_and_drops_cancelled_requests",
     "test_applied_candidate_shows_its_measured_per_stage_bars",
+    "test_peers_are_measured_beside_the_model_and_shown",  # imports torch and onnxruntime
+    "test_compare_with_adams_measures_the_current_schedule_and_shows_adams_schedule",
 }  # fmt: skip
 PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
-    "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel",
+    "test_layering", "test_loopnest", "test_randpipe", "test_schedule", "test_wheel", "test_halide_source",
     "test_placement_simulator", "test_placement_profiles", "test_placement_policies", "test_cli_place",
     "test_placement_learned",
     "test_teaching_trace", "test_teaching_footprint", "test_cli_animate",
