@@ -18,6 +18,7 @@ from .folders import remember_folder, start_folder
 from .model import project
 from .model.history import Variant
 from .model.project import SUFFIX, ProjectError
+from .schedule_files import is_schedule_file
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -176,10 +177,13 @@ class ProjectController(QObject):
         return True
 
     def open_dropped(self, paths: list[Path]) -> bool:
-        """A file dropped on the window: a project, else a pipeline JSON or an ONNX model."""
+        """A file dropped on the window: a project, a schedule for the open pipeline, else a
+        pipeline JSON or an ONNX model."""
         for path in paths:
             if project.is_project(path):
                 return self.open(path)
+            if is_schedule_file(path):
+                return self.w.measure_actions.files.open_file(path)
             if path.suffix == ".json" or path.suffix.lower() == ".onnx":
                 return self.w.open_pipeline(str(path))
         return False

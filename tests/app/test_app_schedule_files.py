@@ -41,6 +41,8 @@ def test_a_saved_schedule_opens_again_as_the_same_schedule(open_window, warnings
     assert w.chrome.schedule_combo.currentData() == str(path)
     w.undo_stack.undo()  # one undoable step
     assert w.doc.schedule_hash != hand
+    assert w.projects.open_dropped([path])  # dropped on the window: the same
+    assert w.doc.schedule_hash == hand and not warnings
 
 
 def test_a_malformed_schedule_file_is_one_message_and_changes_nothing(open_window, warnings: list[str], tmp_path: Path) -> None:
