@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from engine import zoo
+from engine import loopnest, zoo
 from engine.ops import Builder
 from engine.schedule import Schedule
 from engine.teaching.trace import trace
@@ -110,6 +110,23 @@ CASES = {
                   "update": [d("split", loop="k", outer="ko", inner="ki", factor=4), d("reorder", loops=["j", "ki", "ko"]),
                              d("vectorize", loop="j", factor=4)]}},
     ),
+    # A random schedule (the sampler's) where three producers are computed at one loop: they run
+    # in Halide's realization order, not the pipeline's. Traced over the whole output: a split
+    # wider than a smaller box would make Halide write outside the buffers it was given.
+    "siblings_in_realization_order": (
+        zoo.get("harris", "small"), "harris", (64, 64),
+        {"Ix": {"pure": [d("compute_inline")]}, "Iy": {"pure": [d("compute_inline")]}, "Iyy": {"pure": [d("compute_inline")]},
+         "gray": {"pure": [d("compute_inline")]}, "Sxy": {"pure": [d("compute_inline")]},
+         "Ixx": {"pure": [d("compute_root"), d("split", loop="x", outer="xo", inner="xi", factor=16), d("vectorize", loop="xi", factor=8),
+                          d("fuse", inner="xo", outer="y", fused="y_xo"), d("parallel", loop="y_xo")]},
+         "Ixy": {"pure": [d("compute_at", consumer="harris", loop="y"), d("split", loop="x", outer="xo", inner="xi", factor=32),
+                          d("vectorize", loop="xi", factor=8)]},
+         "Sxx": {"pure": [d("compute_at", consumer="harris", loop="y"), d("split", loop="x", outer="xo", inner="xi", factor=8),
+                          d("unroll", loop="xo", factor=2)]},
+         "Syy": {"pure": [d("compute_at", consumer="harris", loop="y"), d("vectorize", loop="x", factor=16)]},
+         "harris": {"pure": [d("compute_root"), d("split", loop="x", outer="xo", inner="xi", factor=8), d("unroll", loop="xo", factor=8),
+                             d("parallel", loop="y")]}},
+    ),
 }  # fmt: skip
 
 
@@ -117,7 +134,8 @@ CASES = {
 def halide_stores():
     cases = []
     for p, stage, ext, sj in CASES.values():
-        funcs = [stage] + [s for s in sj if s != stage]
+        nest = loopnest.build(p, Schedule.from_json({"stages": sj}))
+        funcs = [stage] + [q for (c, _), qs in nest.computed_at.items() if c == stage for q in qs]  # what a trace shows
         cases.append({"pipeline": p.to_json(), "schedule": {"stages": sj}, "funcs": funcs, "extent": list(ext)})
     env = dict(os.environ, HL_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-c", SCRIPT], input=json.dumps(cases), capture_output=True, text=True, env=env, timeout=600)
