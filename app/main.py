@@ -76,6 +76,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the window's size, e.g. 1024x700 (default: 1360x900, or the screen if smaller); with --screenshot, the picture's",
     )
+    ap.add_argument("--teach", metavar="STAGE", default=None, help="open the Teaching dock on this stage (issue 18)")
+    ap.add_argument(
+        "--teach-view", choices=("animation", "footprint"), default="animation", help="with --teach: the tab shown (default: animation)"
+    )
+    ap.add_argument("--teach-step", metavar="N", type=int, default=0, help="with --teach: run the animation N iterations first")
+    ap.add_argument("--presentation", action="store_true", help="start in presentation mode (large text, simple layout, 1280x720)")
+    ap.add_argument("--font-scale", metavar="X", type=float, default=None, help="text size for this run, e.g. 1.3 (default: as set)")
     ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
     return ap
 
@@ -118,7 +125,7 @@ def run_app(argv: list[str]) -> int:
     except SystemExit as exc:  # --help, or a usage error argparse has already printed
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
 
-    start_page = args.pipeline is None and args.schedule is None and not args.measure
+    start_page = args.pipeline is None and args.schedule is None and not args.measure and args.teach is None and not args.presentation
     spec = args.pipeline or DEFAULT_PIPELINE
     # Check what was named before any window exists, so mistakes read like the CLI's.
     try:
@@ -127,6 +134,9 @@ def run_app(argv: list[str]) -> int:
             load_schedule(p, args.schedule)
     except api.InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.teach is not None and args.teach not in p.stage_map:
+        print(f"error: --teach: no stage {args.teach!r} in {p.name} (stages: {', '.join(p.stage_map)})", file=sys.stderr)
         return 2
     placement_error = placement_options_error(args.place, args.devices)
     if placement_error:
@@ -159,6 +169,13 @@ def run_app(argv: list[str]) -> int:
     if start_page:
         window.show_start_page()
     window.show()
+    if args.font_scale is not None:
+        window.teaching.presentation.set_scale(args.font_scale, remember=False)
+    if args.presentation:
+        window.teaching.presentation.set_active(True)
+    if args.teach is not None:
+        window.teaching.show_stage(args.teach, args.teach_view, wait=True)
+        window.teaching.panel.animation.set_position(args.teach_step)
     if args.place:
         window.show_placement(args.place, args.devices, wait=bool(args.screenshot))
     if args.measure:

@@ -26,7 +26,6 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPalette,
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QMessageBox,
@@ -47,6 +46,7 @@ from engine.teaching.trace import DEFAULT_THREADS, Step, Trace, TraceError, defa
 
 from ..background import Background, Outcome
 from ..code_view import CodeView
+from ..flow_row import FlowRow
 
 DEBOUNCE_MS = 200  # edits in quick succession trace once
 APP_MAX_STEPS = 8192  # enough for a 16x16 stage with its producers; a longer trace is cut (and says so)
@@ -59,6 +59,10 @@ RECOMPUTED = QColor(220, 40, 40)
 BUFFER = QColor(25, 118, 210)
 HIGHLIGHT = QColor(255, 236, 150)
 MUTED = "color: palette(placeholder-text)"
+LEGEND = (
+    "Colour: the thread · outlined: the lanes of one vector step · dot: unrolled · dark: producer points computed now, "
+    "red: recomputed, outlined: the region needed now · dashed blue: the buffer allocated"
+)
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ class TraceCanvas(QWidget):
         self.trace: Trace | None = None
         self.position = 0
         self.grids: list[_Grid] = []
-        self.setMinimumSize(240, 140)
+        self.setMinimumSize(160, 90)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_trace(self, t: Trace | None) -> None:
@@ -168,7 +172,7 @@ class TraceCanvas(QWidget):
         cols = sum(g.cols for g in self.grids)
         rows = max(g.rows for g in self.grids)
         room_w = self.width() - 2 * margin - pad * (len(self.grids) - 1)
-        room_h = self.height() - top - margin - fm.height() - 4
+        room_h = self.height() - top - margin
         cell = max(2.0, min(room_w / max(1, cols), room_h / max(1, rows), 40.0))
         x = margin
         for g in self.grids:
@@ -256,9 +260,6 @@ class TraceCanvas(QWidget):
                 for cy in range(g.rows + 1):
                     y = g.rect.y() + cy * g.cell
                     p.drawLine(int(g.rect.left()), int(y), int(g.rect.right()), int(y))
-        p.setPen(text_color)
-        legend = "colour: thread · outlined: vector lanes · dot: unrolled · dark: producer computed now · red: recomputed · dashed: buffer"
-        p.drawText(QRectF(8, self.height() - fm.height() - 4, self.width() - 16, fm.height() + 2), legend)
         p.end()
 
 
@@ -287,6 +288,7 @@ class AnimationView(QWidget):
         self.code = CodeView()
         self.code.setObjectName("animation_code")
         self.code.setToolTip("The loop nest of this schedule; the running loop's line is highlighted")
+        self.code.setMinimumHeight(40)
         self.heading = QLabel("Select a stage to see the order its loops compute it in.")
         self.heading.setObjectName("animation_heading")
         self.heading.setWordWrap(True)
@@ -326,19 +328,31 @@ class AnimationView(QWidget):
         self.gif_button = _tool("GIF…", "Export the animation as an animated GIF", self.export_gif_dialog)
         self.frames_button = _tool("PNG frames…", "Export the animation as PNG frames into a folder", self.export_frames_dialog)
 
-        row = QHBoxLayout()
-        for w in (self.reset_button, self.back_button, self.play_button, self.step_button, self.level, self.level_button):
-            row.addWidget(w)
-        row.addWidget(self.speed)
-        row.addWidget(QLabel("extent"))
-        row.addWidget(self.extent)
-        row.addStretch(1)
-        row.addWidget(self.gif_button)
-        row.addWidget(self.frames_button)
+        # A row that wraps in a narrow dock (the window never gets wider than a small screen).
+        extent_label = QLabel("extent")
+        self.controls = FlowRow(
+            [
+                self.reset_button,
+                self.back_button,
+                self.play_button,
+                self.step_button,
+                self.level,
+                self.level_button,
+                self.speed,
+                extent_label,
+                self.extent,
+                self.gif_button,
+                self.frames_button,
+            ]
+        )
         top = QWidget()
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addWidget(self.canvas, 1)
+        self.legend = QLabel(LEGEND)
+        self.legend.setWordWrap(True)
+        self.legend.setStyleSheet(MUTED)
+        tl.addWidget(self.legend)
         tl.addWidget(self.scrub)
         tl.addWidget(self.status)
         tl.addWidget(self.counts)
@@ -350,7 +364,7 @@ class AnimationView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.heading)
-        lay.addLayout(row)
+        lay.addWidget(self.controls)
         lay.addWidget(self.split, 1)
         self._enable()
 

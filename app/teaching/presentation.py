@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, Slot
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QDockWidget, QToolBar, QWidget
 
 if TYPE_CHECKING:
@@ -146,7 +146,9 @@ class Presentation(QObject):
             w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.teaching.dock)
             self.teaching.dock.show()
             self.teaching.dock.raise_()
-            screen = w.screen().availableGeometry() if w.screen() is not None else None
+            # Offscreen (screenshots, tests) has no real screen to fit: the projector's size.
+            offscreen = QGuiApplication.platformName() == "offscreen"
+            screen = w.screen().availableGeometry() if w.screen() is not None and not offscreen else None
             size = (min(PROJECTOR[0], screen.width()), min(PROJECTOR[1], screen.height())) if screen else PROJECTOR
             if w.width() > size[0] or w.height() > size[1]:
                 w.resize(*size)
