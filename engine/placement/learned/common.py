@@ -8,9 +8,11 @@ the simulator rejects (a device over its memory) costs a fixed penalty instead.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 import torch
@@ -20,29 +22,54 @@ from ..graph import OpGraph
 from ..policies import HEURISTICS, PLACERS, PlacementResult, Problem
 from ..simulator import Simulation, simulate
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 __all__ = [
+    "FEATURES_VERSION",
+    "GROUP_FEATURES",
     "INVALID_COST",
-    "LEARNED",
+    "NODE_FEATURES",
     "Evaluator",
+    "budget",
+    "chain_groups",
     "colocation_groups",
+    "device_costs",
+    "few_threads",
     "group_features",
+    "majority",
     "node_features",
+    "rl_budget",
     "seeded",
     "warm_starts",
 ]
 
-LEARNED = ("rl", "hrl", "gnn")  # the learned placers: never warm-start candidates of each other
+THREADS = 1  # the placers' networks are small: more threads only contend (with the simulator, with other work)
 # The fixed cost of an invalid (out-of-memory) placement, in √(makespan / reference) units: the
 # cost of a valid placement 4x slower than the best single device, i.e. worse than any sane one.
 INVALID_COST = 2.0
 FEATURES_VERSION = 1  # bump when node_features / pair features change: shipped weights say which they read
 
 
-def seeded(seed: int, threads: int = 1) -> torch.Generator:
+def few_threads(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run `fn` with THREADS torch threads, the caller's setting restored afterwards."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        before = torch.get_num_threads()
+        torch.set_num_threads(THREADS)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper
+
+
+def seeded(seed: int) -> torch.Generator:
     """Seed torch and numpy for a reproducible run; a generator for the policy's own sampling."""
     torch.manual_seed(seed)
     np.random.seed(seed % (2**32))
-    torch.set_num_threads(threads)  # the placers are small: more threads only contend
     gen = torch.Generator()
     gen.manual_seed(seed)
     return gen

@@ -42,7 +42,7 @@ from ..devices import Device, DeviceProfile, Link, load_profile, shipped_profile
 from ..graph import random_graph
 from ..policies import PlacementResult, Problem
 from ..simulator import Simulation
-from .common import FEATURES_VERSION, INVALID_COST, NODE_FEATURES, Evaluator, node_features, seeded, warm_starts
+from .common import FEATURES_VERSION, INVALID_COST, NODE_FEATURES, Evaluator, few_threads, node_features, seeded, warm_starts
 
 __all__ = ["WEIGHTS", "GNNPlacer", "GNNRun", "load_policy", "place_gnn", "run_gnn", "train_gnn"]
 
@@ -237,6 +237,7 @@ def load_policy(path: Path = WEIGHTS) -> GNNPlacer:
     return model
 
 
+@few_threads
 def run_gnn(
     problem: Problem,
     seed: int = 0,
@@ -322,6 +323,7 @@ def training_problems(count: int, seed: int, sizes: tuple[int, int] = (8, 80)) -
     return out
 
 
+@few_threads
 def train_gnn(
     problems: Sequence[Problem],
     seed: int = 0,

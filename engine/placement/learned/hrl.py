@@ -29,6 +29,7 @@ from .common import (
     budget,
     chain_groups,
     colocation_groups,
+    few_threads,
     majority,
     node_features,
     rl_budget,
@@ -90,6 +91,7 @@ def topology(problem: Problem) -> np.ndarray:
     return np.stack([chains / max(chains.max(), 1.0), key / max(key.max(), 1.0)], axis=1).astype(np.float32)
 
 
+@few_threads
 def train_hrl(
     problem: Problem,
     seed: int = 0,

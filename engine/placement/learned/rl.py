@@ -5,13 +5,16 @@ flops, bytes, output and weight bytes, mean position and criticality, size, cost
 decoder an LSTM with content attention over the encoder's outputs that emits one device per
 group, fed the device it chose before. Training is REINFORCE with the released placer's
 choices: cost √(makespan), an exponential-moving-average baseline, several samples per step,
-a fixed cost for invalid (out-of-memory) placements, Adam, an entropy bonus.
+a fixed cost for invalid (out-of-memory) placements, Adam, an entropy bonus; the advantage is
+divided by the step's reward spread (a scale-free step size). A graph of at most `max_groups`
+nodes is placed node by node.
 
 What is added to the paper, said plainly: by default the policy is warm-started, i.e. first
-trained to imitate (cross-entropy) the group-level view of the best non-learned placer's
-placement (m-ETF, m-SCT, ...), and those placements are candidates for the answer. The answer
-is the best valid placement simulated, whichever produced it (`RLRun.source` says which),
-so it is never worse than the best heuristic; `warm_start=False` gives the paper's cold start.
+trained to imitate (cross-entropy, until about two of a sample's group choices differ from
+it, so that it still explores) the group-level view of the best non-learned placer's placement (m-ETF, m-SCT,
+...), and the heuristics' placements are candidates for the answer. The answer is the best
+valid placement simulated, whichever produced it (`RLRun.source` says which), so it is never
+worse than the best heuristic; `warm_start=False` gives the paper's cold start.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .common import (
     budget,
     colocation_groups,
     device_costs,
+    few_threads,
     group_features,
     majority,
     node_features,
@@ -102,6 +106,10 @@ class Seq2SeqPlacer(nn.Module):
         return torch.stack(actions, dim=1), logp, ent
 
 
+# samples -> (op-level placements [K][n], their log-probabilities [K], entropies [K])
+SampleFn = Callable[[int], tuple[list[list[int]], torch.Tensor, torch.Tensor]]
+
+
 @dataclass(frozen=True)
 class RLRun:
     """A training run: the answer, where it came from, and what the policy itself reached."""
@@ -117,9 +125,9 @@ class RLRun:
 
 def reinforce(
     evaluator: Evaluator,
-    sample_fn,  # noqa: ANN001  # (samples) -> (op placements [K][n], logp [K], entropy [K])
+    sample_fn: SampleFn,
     params: Sequence[torch.nn.Parameter],
-    go,  # noqa: ANN001  # step -> keep going?
+    go: Callable[[int], bool],
     samples: int,
     lr: float,
     entropy: float,
@@ -157,12 +165,19 @@ def reinforce(
 
 
 def imitate(
-    score_fn: Callable[[], torch.Tensor], choices: int, params: Sequence[torch.nn.Parameter], steps: int, lr: float, keep: float = 0.6
+    score_fn: Callable[[], torch.Tensor],
+    choices: int,
+    params: Sequence[torch.nn.Parameter],
+    steps: int,
+    lr: float,
+    keep: float | None = None,
 ) -> None:
     """Warm start: raise the log-likelihood `score_fn()` of a target placement until each of its
     `choices` has probability `keep` on average (geometric mean), so that sampling still explores
-    around it; at most `steps` Adam steps."""
+    around it: by default about two choices of a sample differ from the target (at least 0.6 kept,
+    so that a small graph is explored widely); at most `steps` Adam steps."""
     opt = torch.optim.Adam(params, lr=lr)
+    keep = keep if keep is not None else max(0.6, 1.0 - 2.0 / max(choices, 1))
     goal = float(np.log(keep)) * choices
     for _ in range(steps):
         logp = score_fn().mean()
@@ -173,6 +188,7 @@ def imitate(
         opt.step()
 
 
+@few_threads
 def train_rl(
     problem: Problem,
     seed: int = 0,
