@@ -56,3 +56,58 @@ def test_a_call_without_a_directive_is_refused_with_its_line() -> None:
         from_halide_source(p, gpu)
     with pytest.raises(SourceError, match="not a stage of blur"):
         from_halide_source(p, "Func nope = pipeline.get_func(3);\n")
+
+
+# What Mullapudi2016 and Li2018 printed for matmul at small size: each Func in a block with
+# `Var j = C.args()[0]` and rvars()[k]; Li2018 without declarations (its r$x undeclared).
+MATMUL_MULLAPUDI = """Var j_vi("j_vi");
+Var j_vo("j_vo");
+
+Func C = pipeline.get_func(3);
+Func prod = pipeline.get_func(2);
+
+{
+    Var j = C.args()[0];
+    Var i = C.args()[1];
+    C
+        .compute_root()
+        .split(j, j_vo, j_vi, 8)
+        .vectorize(j_vi)
+        .parallel(i);
+}
+{
+    Var j = prod.args()[0];
+    Var i = prod.args()[1];
+    RVar r$x(prod.update(0).get_schedule().rvars()[0].var);
+    prod
+        .compute_root()
+        .split(j, j_vo, j_vi, 8)
+        .vectorize(j_vi)
+        .parallel(i);
+    prod.update(0)
+        .reorder(j, r$x, i)
+        .split(j, j_vo, j_vi, 8, TailStrategy::GuardWithIf)
+        .vectorize(j_vi)
+        .parallel(i);
+}
+"""
+MATMUL_LI = """prod.update(0)
+    .split(j,v7,v8,8,GuardWithIf)
+    .fuse(v7,i,v7)
+    .reorder(v8,v7)
+    .parallel(v7,136,GuardWithIf)
+    .vectorize(v8)
+;
+"""
+
+
+def test_the_other_autoschedulers_forms_are_read() -> None:
+    p = zoo.get("matmul", "small")
+    sched, notes = from_halide_source(p, MATMUL_MULLAPUDI)
+    update = sched.stages["prod"].update
+    assert update[0].kind == Kind.REORDER and update[0].loops == ("j", "k", "i")  # r$x: prod's reduction loop k
+    assert (update[1].inner, update[1].tail) == ("j_vi", "guard_with_if") and not notes
+    li, _ = from_halide_source(p, MATMUL_LI)
+    par = li.stages["prod"].update[3]
+    assert (par.kind, par.loop, par.factor, par.tail) == (Kind.PARALLEL, "v7", 136, "guard_with_if")
+    assert li.stages["prod"].pure == () and li.stages["C"].pure == ()  # the output, unmentioned, stays at root
