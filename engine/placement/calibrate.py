@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from ..ir import Pipeline
 from .devices import DeviceProfile, local_profile
 from .execute import Execution, LocalDevices, accelerator_note, costs_from_runs, measured_costs, with_links
@@ -55,21 +57,30 @@ class Row:
 
 
 def measured_link(runs: list[Execution]) -> tuple[float, float]:
-    """(latency s, bandwidth bytes/s) of the shared-memory link from real runs' send and recv events."""
-    rates, delays = [], []
+    """(latency s, bandwidth bytes/s) of the shared-memory link from real runs' events: a send's
+    duration (the copy and the message) fitted as fixed cost + bytes / bandwidth (least squares,
+    the Theil-Sen median slope being overkill for two parameters), the latency being that fixed
+    cost plus the median delay from a send's end to a waiting receiver reading the message."""
+    sizes, times, delays = [], [], []
     for ex in runs:
         recv = {(e.node, e.device): e for e in ex.events if e.kind == "recv"}
         for e in ex.events:
             if e.kind != "send":
                 continue
-            if e.end_s > e.start_s:
-                rates.append(e.bytes / (e.end_s - e.start_s))
+            sizes.append(float(e.bytes))
+            times.append(e.end_s - e.start_s)
             r = recv.get((e.node, e.peer))
             if r is not None and r.start_s < e.end_s:  # the receiver was already waiting
                 delays.append(max(0.0, r.end_s - e.end_s))
-    if not rates:
+    if not sizes:
         raise ValueError("no transfers in these runs: the link cannot be measured")
-    return (statistics.median(delays) if delays else 0.0), statistics.median(rates)
+    if len(set(sizes)) > 1:
+        slope, fixed = np.polyfit(sizes, times, 1)
+    else:
+        slope, fixed = statistics.median(times) / sizes[0], 0.0
+    if slope <= 0:  # no size dependence visible: all fixed cost
+        slope, fixed = 1e-12, statistics.median(times)
+    return float(max(0.0, fixed) + (statistics.median(delays) if delays else 0.0)), float(1.0 / slope)
 
 
 def calibrate(
@@ -92,6 +103,7 @@ def calibrate(
     rng = random.Random(seed)
     nd = len(prof.devices)
     results = []
+    cost_tables: dict[str, list[list[float]]] = {}
     load = [os.getloadavg()[0]]
     t0 = time.monotonic()
     with LocalDevices(prof, nice=nice, realtime=realtime) as devices:
@@ -113,6 +125,7 @@ def calibrate(
                     runs[pl].append(devices.run(p, pl, 1, warmup=1, seed=seed))
                 load.append(os.getloadavg()[0])
             costs = costs_from_runs(g, prof, {d: runs[singles[d]] for d in range(nd)})
+            cost_tables[p.name] = [list(row) for row in costs.seconds]
             results.append((p, g, costs, chosen, runs))
     every = [ex for _, _, _, _, runs in results for exs in runs.values() for ex in exs]
     latency, bandwidth = measured_link(every)
@@ -145,10 +158,11 @@ def calibrate(
     return {
         "rows": [asdict(r) | {"error": r.error, "error_link": r.error_link} for r in rows],
         "link": link,
+        "costs_s": cost_tables,
         "rounds": rounds,
         "nice": nice,
         "realtime": realtime,
-        "within_15pct": sum(e < 0.15 for e in errors),
+        "within_15pct": int(sum(e < 0.15 for e in errors)),
         "placements": len(rows),
         "median_abs_error_link": statistics.median(errors) if errors else None,
         "host": every[0].host if every else "",
