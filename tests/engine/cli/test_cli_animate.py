@@ -65,3 +65,21 @@ def test_animate_errors_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "a.gif").exists()
+
+
+def test_footprint_command_reports_reads_storage_and_caches(tmp_path, capsys):
+    sched = tmp_path / "tile.json"
+    sched.write_text(json.dumps(TILE_VEC))
+    code = main(["footprint", "blur", "--size", "small", "--stage", "blur_y", "--loop", "xo", "--schedule", str(sched), "--json"])
+    text, err = capsys.readouterr()
+    assert code == 0, err
+    obj = json.loads(text)
+    assert obj["loops"] == ["yo", "xo", "yi", "xi", "xi_v"] and obj["iterations"] == 16 * 16
+    # One 4x4 tile reads a 6x4 block of blur_x (computed there), which reads 6x6 of the input.
+    assert {r["source"]: r["region"] for r in obj["reads"]} == {"blur_x": [6, 4], "input": [6, 6]}
+    assert obj["read_bytes"] == (24 + 36) * 4 and obj["stored"] == [
+        {"stage": "blur_x", "level": "blur_y.xo", "shape": [6, 4], "elements": 24, "bytes": 96}
+    ]
+    assert all(c["source"] for c in obj["caches"])
+    assert main(["footprint", "blur", "--stage", "blur_y", "--loop", "y", "--schedule", str(sched)]) == 2
+    assert "no loop 'y'" in capsys.readouterr().err
