@@ -178,7 +178,7 @@ class TraceCanvas(QWidget):
         for g in self.grids:
             g.cell = cell
             g.rect = QRectF(x, top, g.cols * cell, g.rows * cell)
-            x += g.cols * cell + pad
+            x += max(g.cols * cell, fm.horizontalAdvance(g.title)) + pad  # titles never overlap
 
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802  # Qt override
         p = QPainter(self)
@@ -193,7 +193,7 @@ class TraceCanvas(QWidget):
         by_name = {g.name: g for g in self.grids}
         for g in self.grids:
             p.setPen(text_color)
-            p.drawText(QRectF(g.rect.x(), 2, max(g.rect.width(), 10 * fm.averageCharWidth()) + 400, fm.height() + 4), g.title)
+            p.drawText(QRectF(g.rect.x(), 2, fm.horizontalAdvance(g.title) + 4, fm.height() + 4), g.title)
             p.fillRect(g.rect, EMPTY)
         shown = [st for st in t.steps if st.tick < self.position]
         now = [st for st in shown if st.tick == self.position - 1]
@@ -317,9 +317,9 @@ class AnimationView(QWidget):
         self.speed.valueChanged.connect(self._speed_changed)
         self.extent = QLineEdit()
         self.extent.setObjectName("animation_extent")
-        self.extent.setPlaceholderText("16x16")
+        self.extent.setPlaceholderText("extent 16x16")
         self.extent.setToolTip("The box traced, from the origin (empty: a small default covering one tile)")
-        self.extent.setMaximumWidth(90)
+        self.extent.setMaximumWidth(110)
         self.extent.editingFinished.connect(self.schedule_trace)
         self.scrub = QSlider(Qt.Orientation.Horizontal)
         self.scrub.setObjectName("animation_scrub")
@@ -329,7 +329,6 @@ class AnimationView(QWidget):
         self.frames_button = _tool("PNG frames…", "Export the animation as PNG frames into a folder", self.export_frames_dialog)
 
         # A row that wraps in a narrow dock (the window never gets wider than a small screen).
-        extent_label = QLabel("extent")
         self.controls = FlowRow(
             [
                 self.reset_button,
@@ -339,7 +338,6 @@ class AnimationView(QWidget):
                 self.level,
                 self.level_button,
                 self.speed,
-                extent_label,
                 self.extent,
                 self.gif_button,
                 self.frames_button,

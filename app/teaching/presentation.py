@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, Slot
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QApplication, QDockWidget, QToolBar, QWidget
+
+from ..flow_row import FlowRow
 
 if TYPE_CHECKING:
     from ..main_window import MainWindow
@@ -90,10 +92,11 @@ class Presentation(QObject):
         else:
             f2.setPixelSize(max(6, round(f.pixelSize() * self.scale)))
         app.setFont(f2)
-        # Widgets with a font of their own (the code views' fixed-width one) do not follow the
-        # application font: scale theirs from the size they had before any scaling.
+        # Widgets with a font of their own (the code views' fixed-width one) or a style sheet do
+        # not follow the application font: scale theirs from the size they had before any scaling.
         for w in app.allWidgets():
-            if not w.testAttribute(Qt.WidgetAttribute.WA_SetFont):
+            # A style sheet keeps a widget's font as it was as well (QStyleSheetStyle resolves it).
+            if not (w.testAttribute(Qt.WidgetAttribute.WA_SetFont) or w.styleSheet()):
                 continue
             base = w.property(BASE_PT)
             font = w.font()
@@ -106,6 +109,16 @@ class Presentation(QObject):
             w.setFont(font)
         if remember:
             QSettings(*self.settings).setValue(SETTINGS_KEY, self.scale)
+        self._relayout_rows()
+        QTimer.singleShot(0, self._relayout_rows)  # again once every font change has been delivered
+
+    @Slot()
+    def _relayout_rows(self) -> None:
+        """Rows of buttons that wrap (FlowRow) place their buttons at their size hints on a
+        resize only: give them one, so the larger labels are not cut."""
+        for row in QApplication.allWidgets():
+            if isinstance(row, FlowRow):
+                QApplication.sendEvent(row, QResizeEvent(row.size(), row.size()))
 
     @Slot()
     def zoom_in(self) -> None:
