@@ -90,7 +90,7 @@ def from_halide_source(p: Pipeline, source: str) -> tuple[Schedule, list[str]]:
         if got is None:
             # Halide inlines what its schedule does not mention; outputs and reductions cannot be
             # inlined (left at root, this engine's default).
-            pure = [] if s.name in p.outputs or s.is_reduction() else [Directive(Kind.COMPUTE_INLINE)]
+            pure = [] if s.name in p.outputs or s.is_reduction else [Directive(Kind.COMPUTE_INLINE)]
             sched = sched.with_stage(s.name, StageSchedule(tuple(pure), ()))
         else:
             sched = sched.with_stage(s.name, StageSchedule(tuple(got[False]), tuple(got[True])))

@@ -34,16 +34,19 @@ def test_measure_again_runs_the_worker_although_a_result_is_stored(qtbot: QtBot,
     again = _measured(qtbot, w, force=True)
     assert not again.cached and again.created > first.created
     p = w.doc.pipeline
+    assert p is not None
     with Database() as db:  # the new run replaced the stored one
         row = api.stored_measurement(p, db, w.doc.schedule_hash, again.threads)
     assert row is not None and row.created == again.created
-    assert w.history.measurement(w.doc.schedule_hash).created == again.created
+    now = w.history.measurement(w.doc.schedule_hash)
+    assert now is not None and now.created == again.created
 
 
 def test_a_noisy_stored_result_is_flagged(qtbot: QtBot, open_window) -> None:
     w: MainWindow = open_window("blur", "hand")
     m = _measured(qtbot, w)
     perf = w.performance
+    assert m.median_ms is not None
     quiet = m.iqr_ms is not None and m.iqr_ms <= NOISY_SPREAD * m.median_ms
     assert perf.noise.isHidden() == quiet  # the real result: flagged only if it really was noisy
     # A result taken under load, as stored: the IQR as large as the median.

@@ -111,3 +111,10 @@ def test_the_other_autoschedulers_forms_are_read() -> None:
     par = li.stages["prod"].update[3]
     assert (par.kind, par.loop, par.factor, par.tail) == (Kind.PARALLEL, "v7", 136, "guard_with_if")
     assert li.stages["prod"].pure == () and li.stages["C"].pure == ()  # the output, unmentioned, stays at root
+
+
+def test_stages_left_out_are_inlined_unless_they_cannot_be() -> None:
+    blur, _ = from_halide_source(zoo.get("blur", "small"), "blur_y.compute_root()\n    .parallel(y)\n;\n")
+    assert [d.kind for d in blur.stages["blur_x"].pure] == [Kind.COMPUTE_INLINE]  # Halide's default
+    matmul, _ = from_halide_source(zoo.get("matmul", "small"), "C.compute_root()\n    .parallel(i)\n;\n")
+    assert matmul.stages["prod"].pure == ()  # a reduction cannot be inlined: at root
