@@ -4,12 +4,14 @@ processes pinned one per core, tensors through shared memory, outputs verified."
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
 from engine import zoo
+from engine.placement.calibrate import measured_link
 from engine.placement.devices import local_cores, local_profile
-from engine.placement.execute import ExecutionError, LocalDevices, measured_costs, run_placement
+from engine.placement.execute import ExecEvent, ExecutionError, LocalDevices, measured_costs, run_placement
 from engine.placement.graph import from_pipeline
 from engine.schedule import S, Schedule
 
@@ -98,3 +100,27 @@ def test_bad_placements_are_refused_with_the_reason(unsharp, devices):
     S(inline, "gray").compute_inline()
     with pytest.raises(ExecutionError, match="stage 'gray' is compute_inline"):
         run_placement(unsharp, PLACEMENT, schedule=inline)
+
+
+def test_the_timeline_is_the_simulators_events(placed):
+    tl = placed.timeline()
+    names = placed.devices
+    compute = [e for e in tl if e.kind == "compute"]
+    assert sorted(e.node for e in compute) == list(range(len(PLACEMENT)))
+    assert all(e.resource == names[PLACEMENT[e.node]] for e in compute)
+    transfers = [e for e in tl if e.kind == "transfer"]
+    assert len(transfers) == placed.transfers
+    assert all(e.resource == f"{names[PLACEMENT[e.node]]}->{names[1 - PLACEMENT[e.node]]}" and e.end_s >= e.start_s for e in transfers)
+
+
+def test_the_link_is_fitted_from_the_sends(placed):
+    # Sends of 1, 2 and 4 MB taking 10 us + bytes / 5 GB/s, each read 3 us later by a waiting receiver.
+    events = []
+    for k, size in enumerate((1e6, 2e6, 4e6)):
+        t = k * 0.01
+        end = t + 10e-6 + size / 5e9
+        events.append(ExecEvent("send", 0, k, 1, t, end, int(size)))
+        events.append(ExecEvent("recv", 1, k, 0, t, end + 3e-6))
+    latency, bandwidth = measured_link([replace(placed, events=tuple(events))])
+    assert latency == pytest.approx(13e-6, rel=1e-3)
+    assert bandwidth == pytest.approx(5e9, rel=1e-3)
