@@ -5,12 +5,14 @@ shown here with its ScheduleError message and never reaches the document."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QDialog,
     QFrame,
     QGroupBox,
     QLabel,
@@ -32,6 +34,7 @@ from .flow_row import FlowRow
 from .model import edits
 from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
 from .model.document import Document
+from .teaching.explain_view import Explanation, explanation_for, show_explanation
 from .wheel_guard import guard_wheel
 
 ERROR_COLOR = "#c62828"
@@ -105,7 +108,9 @@ class ScheduleEditor(QWidget):
         self.error = QLabel()
         self.error.setObjectName("editor_error")
         self.error.setWordWrap(True)
-        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.explanation: Explanation | None = None  # of the refusal shown: its "Why?" link (issue 18 item 6)
+        self.error.linkActivated.connect(self.explain_refusal)
         # A message bar above the list, outside the scroll area: a refusal shows where the
         # user just clicked (quick actions, the buttons) and never needs scrolling to (issue 20 item 2).
         self.error.setStyleSheet(
@@ -246,17 +251,24 @@ class ScheduleEditor(QWidget):
         try:
             cmd = make()
         except (ScheduleError, InputError) as exc:
-            self.show_error(str(exc))
+            self.show_error(str(exc), exc)
             return False
         self.stack.push(cmd)  # runs redo(): the document changes and every view follows
         self.clear_error()
         return True
 
-    def show_error(self, message: str) -> None:
-        self.error.setText(message)
+    def show_error(self, message: str, refusal: Exception | None = None) -> None:
+        self.explanation = explanation_for(refusal, self.doc)
+        self.error.setTextFormat(Qt.TextFormat.PlainText if self.explanation is None else Qt.TextFormat.RichText)
+        self.error.setText(message if self.explanation is None else f'{html.escape(message)} <a href="why">Why?</a>')
         self.error.show()
         self._fit_top()
         self.edit_rejected.emit(message)
+
+    @Slot(str)
+    def explain_refusal(self, _link: str = "") -> QDialog | None:
+        """The refusal's explanation, in a dialog (the message bar's "Why?" link)."""
+        return show_explanation(self, self.explanation) if self.explanation is not None else None
 
     def clear_error(self) -> None:
         self.error.clear()
