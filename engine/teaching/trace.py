@@ -12,10 +12,12 @@ Modelled as Halide does it: ShiftInwards / RoundUp / GuardWithIf tails (`auto`: 
 for pure definitions, RoundUp for an update's pure vars, GuardWithIf for reduction vars);
 vector lanes as one step; the outermost parallel loop's iterations handed to `threads`
 workers as each becomes free (Halide's thread pool), the workers advancing one step per
-tick; a producer stored at an outer loop than the one it is computed at (store_at) computes
-only the points not yet computed since its store level began, when every loop between is
-serial (Halide's sliding window), and its buffer is folded along the sliding dimension to
-the power of two at least the per-iteration extent (Halide's storage folding).
+tick; siblings computed at one loop in Halide's realization order; a producer stored outside
+the loop it is computed at slides as Halide's SlidingWindow pass does (see `_slide_plan`:
+later iterations compute from the previous maximum + 1, warm-up iterations rewind the loop),
+its buffer folded along the sliding dimension to the power of two at least the per-iteration
+extent (Halide's storage folding). tests/engine/test_teaching_halide.py checks traces store
+for store against Halide's own `trace_stores`.
 """
 
 from __future__ import annotations
