@@ -382,7 +382,7 @@ class _Tracer:
         self.maps = {u: _IndexMap(p, sched, stage, u, self.ext, self.loops[u]) for u in self.defs}
         self.final = self.defs[-1]
         final_names = [lp.name for lp in self.loops[self.final]]
-        # Producers computed at this stage's (final definition's) loops, by loop index, in stage order.
+        # Producers computed at this stage's (final definition's) loops, by loop index.
         self.at: dict[int, list[str]] = {}
         for k, name in enumerate(final_names):
             for q in self.nest.computed_at.get((stage, name), []):
@@ -393,8 +393,8 @@ class _Tracer:
         self.level = {q: k for k, qs in self.at.items() for q in qs}
         self.store_level: dict[str, int | None] = {}
         for q in self.level:
-            pl = self.nest.placements[q]
-            if self.sched.of(q).store() is not None and self.sched.of(q).store().kind == Kind.STORE_ROOT:  # type: ignore[union-attr]
+            pl, st = self.nest.placements[q], self.sched.of(q).store()
+            if st is not None and st.kind == Kind.STORE_ROOT:
                 self.store_level[q] = None
             elif pl.store is not None and pl.store[0] == stage:
                 self.store_level[q] = final_names.index(pl.store[1])
