@@ -101,6 +101,15 @@ def install(w: MainWindow) -> MeasureActions:
     w.performance.peers_clicked.connect(peers.trigger)
     ctl.forgotten.connect(lambda text: w.statusBar().showMessage(text, 8000))
 
+    def on_pipeline_changed() -> None:
+        # A built-in or pipeline file opened: the last model's report does not describe it
+        # (an imported model's own report is shown right after its pipeline changes).
+        if not w.doc.is_model and w.import_report.report is not None:
+            w.import_report.clear_report()
+            w.import_report_dock.hide()
+
+    w.doc.pipeline_changed.connect(on_pipeline_changed)
+
     def on_finished(req: MeasureRequest, m: Measurement, cancelled: bool) -> None:
         name = autoscheduler_of(req.schedule_key)
         if name is not None and name in actions.waiting:

@@ -46,6 +46,8 @@ def test_import_runs_off_the_gui_thread_and_cancel_keeps_the_document(open_windo
     assert ticks, "the GUI thread's event loop did not run during the import"
     assert outcomes[-1].model is not None and outcomes[-1].model.thread != threading.main_thread().name
     assert w.doc.is_model and w.doc.schedule_spec == "heuristic" and w.import_report.report is not None
+    assert w.open_pipeline("blur")  # the model's report does not stay beside another pipeline
+    assert w.import_report.report is None and not w.import_report_dock.isVisible()
 
 
 def test_peers_are_measured_beside_the_model_and_shown(qtbot: QtBot, open_window) -> None:
