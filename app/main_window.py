@@ -53,6 +53,7 @@ from .search.panel import SearchPanel
 from .start.page import StartPageController
 from .stmt import StmtLoader
 from .teaching import Teaching
+from .teaching.lessons_view import install as install_lessons
 from .theme import ThemeController
 from .workers import MeasureRequest, MeasureService
 
@@ -132,6 +133,7 @@ class MainWindow(QMainWindow):
         self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
         self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
+        self.lessons = install_lessons(self, (SETTINGS_ORG, SETTINGS_APP))  # the Lessons dock (issue 18 item 4)
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -729,4 +731,5 @@ class MainWindow(QMainWindow):
         self.placement.shutdown()
         self.stmt_loader.shutdown()
         self.teaching.shutdown()
+        self.lessons.shutdown()
         super().closeEvent(event)
