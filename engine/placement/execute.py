@@ -49,6 +49,7 @@ __all__ = [
     "ExecEvent",
     "Execution",
     "ExecutionError",
+    "VerificationError",
     "accelerator_note",
     "measured_costs",
     "run_placement",
@@ -64,6 +65,10 @@ _COSTS: dict[tuple[str, str, tuple[str, ...]], CostTable] = {}
 class ExecutionError(RuntimeError):
     """A placed run that could not be made or whose outputs are wrong; the message says which
     device and stage, or which input is at fault."""
+
+
+class VerificationError(ExecutionError):
+    """The placed run's outputs differ from the reference: no time is reported."""
 
 
 @dataclass(frozen=True)
@@ -304,24 +309,26 @@ class LocalDevices:
         self, p: Pipeline, placement: Sequence[int], rounds: int = 7, *, schedule: Schedule | None = None,
         warmup: int = 2, seed: int = 0, timeout_s: float = 300.0,
     ) -> Execution:  # fmt: skip
-        """See `run_placement`. A failed run closes the devices (a device may hold a half-read message)."""
+        """See `run_placement`. A run that failed on the devices closes them (one may hold a half-read
+        message); refused input and wrong outputs leave them usable."""
         if not self._devices:
             raise ExecutionError("the local devices were closed")
+        if rounds < 1:
+            raise ExecutionError(f"rounds: expected at least 1, got {rounds}")
+        g = from_pipeline(p)
+        sched = _check(p, g, self.profile, placement, schedule)  # bad input is refused before the devices hear of it
         try:
-            return self._run(p, placement, rounds, schedule, warmup, seed, timeout_s)
+            return self._run(p, g, [int(d) for d in placement], rounds, sched, warmup, seed, timeout_s)
+        except VerificationError:
+            raise  # every round ran to its end and the devices let go of the block: they stay usable
         except BaseException:
             self.close()
             raise
 
     def _run(
-        self, p: Pipeline, placement: Sequence[int], rounds: int, schedule: Schedule | None, warmup: int, seed: int, timeout_s: float
+        self, p: Pipeline, g: OpGraph, place: list[int], rounds: int, sched: Schedule, warmup: int, seed: int, timeout_s: float
     ) -> Execution:
-        if rounds < 1:
-            raise ExecutionError(f"rounds: expected at least 1, got {rounds}")
         prof = self.profile
-        g = from_pipeline(p)
-        sched = _check(p, g, prof, placement, schedule)
-        place = [int(d) for d in placement]
         inputs, refs, method = _reference(p, seed)
         layout, size = _layout(p, g, place)
         deadline = time.monotonic() + timeout_s
@@ -356,10 +363,17 @@ class LocalDevices:
                         evs.append(ExecEvent(KINDS[kind], d, node, peer, start / 1e9, end / 1e9, nbytes))
                 return evs
 
+            def release() -> None:
+                for dev in self._devices:  # let go of the block before it is unlinked
+                    dev.send({"release": True})
+                for d, dev in enumerate(self._devices):
+                    dev.receive(deadline + 10, f"device {prof.devices[d].name} (releasing)")
+
             def verify(what: str) -> R.Verification:
                 v = R.verify(p, outs, refs, method)
                 if not v.ok:
-                    raise ExecutionError(f"{p.name!r} placed {place} ({what}): outputs do not match the reference: {v.message}")
+                    release()
+                    raise VerificationError(f"{p.name!r} placed {place} ({what}): outputs do not match the reference: {v.message}")
                 return v
 
             for k in range(max(1, warmup)):
@@ -369,10 +383,7 @@ class LocalDevices:
             timed = [one_round(f"round {k + 1}") for k in range(rounds)]
             v = verify("last round")
             outs.clear()
-            for dev in self._devices:  # let go of the block before it is unlinked
-                dev.send({"release": True})
-            for d, dev in enumerate(self._devices):
-                dev.receive(deadline + 10, f"device {prof.devices[d].name} (releasing)")
+            release()
         finally:
             try:
                 shm.close()

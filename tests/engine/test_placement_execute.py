@@ -8,10 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from engine import expr as E
 from engine import zoo
+from engine.ir import Pipeline
 from engine.placement.calibrate import measured_link
 from engine.placement.devices import local_cores, local_profile
-from engine.placement.execute import ExecEvent, ExecutionError, LocalDevices, measured_costs, run_placement
+from engine.placement.execute import ExecEvent, ExecutionError, LocalDevices, VerificationError, measured_costs, run_placement
 from engine.placement.graph import from_pipeline
 from engine.schedule import S, Schedule
 
@@ -124,3 +126,14 @@ def test_the_link_is_fitted_from_the_sends(placed):
     latency, bandwidth = measured_link([replace(placed, events=tuple(events))])
     assert latency == pytest.approx(13e-6, rel=1e-3)
     assert bandwidth == pytest.approx(5e9, rel=1e-3)
+
+
+def test_wrong_outputs_raise_instead_of_giving_a_time(devices):
+    # blur whose last stage computes twice what its operator record (the reference) says.
+    p = zoo.get("blur", "small")
+    s = p.stage("blur_y")
+    wrong = replace(s, value=E.BinOp("*", s.value, E.Const(2.0)))
+    bad = Pipeline(p.name, p.inputs, [p.stage("blur_x"), wrong], p.outputs, ops=p.ops)
+    with pytest.raises(VerificationError, match="outputs do not match the reference"):
+        devices.run(bad, [0, 1], rounds=1, warmup=1)
+    assert devices.run(p, [0, 1], rounds=1, warmup=1).verified  # the devices are still usable
