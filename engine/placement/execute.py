@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import cache
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -137,6 +138,7 @@ class Execution:
         return tuple(sorted(out, key=lambda ev: (ev.start_s, ev.resource)))
 
 
+@cache
 def accelerator_note() -> str:
     """Whether a CUDA device is present (torch's view); only CPU cores are measured devices so far."""
     try:
@@ -283,6 +285,9 @@ class LocalDevices:
             for d in range(nd):
                 mine = [r for (_, b), (r, _) in self._ends.items() if b == d] + [w for (a, _), (_, w) in self._ends.items() if a == d]
                 self._devices.append(_Device(mine))
+        except BaseException:
+            self.close()
+            raise
         finally:
             for r, w in self._ends.values():  # the children hold their ends now
                 os.close(r)
