@@ -260,7 +260,7 @@ class ScheduleEditor(QWidget):
     def show_error(self, message: str, refusal: Exception | None = None) -> None:
         self.explanation = explanation_for(refusal, self.doc)
         self.error.setTextFormat(Qt.TextFormat.PlainText if self.explanation is None else Qt.TextFormat.RichText)
-        self.error.setText(message if self.explanation is None else f'{html.escape(message)} <a href="why">Why?</a>')
+        self.error.setText(message if self.explanation is None else f'{html.escape(message, quote=False)} <a href="why">Why?</a>')
         self.error.show()
         self._fit_top()
         self.edit_rejected.emit(message)
