@@ -43,6 +43,7 @@ SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real co
     "test_applied_candidate_shows_its_measured_per_stage_bars",
     "test_peers_are_measured_beside_the_model_and_shown",  # imports torch and onnxruntime
     "test_compare_with_adams_measures_the_current_schedule_and_shows_adams_schedule",
+    "test_measured_lessons_pass_with_the_solution_and_fail_with_the_start_measured_for_real",  # a worker and 4 measurements
 }  # fmt: skip
 PURE_PYTHON_MODULES = {
     "test_app_background", "test_costmodel", "test_database", "test_features", "test_features_incremental", "test_ir",
