@@ -51,6 +51,7 @@ PURE_PYTHON_MODULES = {
     "test_placement_simulator", "test_placement_profiles", "test_placement_policies", "test_cli_place",
     "test_placement_learned",
     "test_teaching_trace", "test_teaching_footprint", "test_cli_animate",
+    "test_teaching_explain",
 }  # fmt: skip
 
 
