@@ -14,8 +14,10 @@ pipeline's outputs (written straight into shared memory) are verified against th
 after the first warm-up round and after the last round: an unverified run raises, it never
 returns a time.
 
-`measured_costs` times each stage on one pinned core (a run of the whole pipeline placed on that
-device), so the simulator can be calibrated against `run_placement` (see `calibrate`).
+`LocalDevices` keeps the device processes (and their compiled stages) for many placements;
+`run_placement` starts and ends them for one. `measured_costs` times each stage on each pinned
+core (a run of the whole pipeline placed on that device), so the simulator can be calibrated
+against real runs (`calibrate.py`).
 """
 
 from __future__ import annotations
@@ -50,10 +52,13 @@ __all__ = [
     "ExecEvent",
     "Execution",
     "ExecutionError",
+    "LocalDevices",
     "VerificationError",
     "accelerator_note",
+    "costs_from_runs",
     "measured_costs",
     "run_placement",
+    "with_links",
 ]
 
 KINDS = ("compute", "send", "recv")
