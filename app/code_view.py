@@ -124,7 +124,7 @@ SPLIT_FACTOR = 8  # s splits by this (by half a loop shorter than two of these)
 UNROLL_FACTOR = 4  # u unrolls a loop longer than UNROLL_MAX by this, a shorter one whole
 UNROLL_MAX = 8
 KEY_LEGEND = (
-    "Keys: ↑↓ loop · s split · f fuse with inner · Shift+↑↓ or [ ] move loop out/in · v vectorize · u unroll · "
+    "Keys: ↑↓ loop · s split · f fuse with inner · Shift+↑↓ or [ ] move out/in · v vectorize · u unroll · "
     "p parallel · c compute the selected stage here · z undo"
 )
 REFUSED_STYLE = "color: #c62828; background: rgba(198, 40, 40, 0.10); padding: 2px 4px"
@@ -159,6 +159,8 @@ class LoopNestView(CodeView):
         self.message.setStyleSheet(REFUSED_STYLE)
         self.message.hide()
         self.legend.hide()  # shown once attached to a document
+        # The labels sit above the horizontal scroll bar, which comes and goes with the text.
+        self.horizontalScrollBar().rangeChanged.connect(lambda *_: self._place_labels())
 
     def attach(self, doc: Document, stack: QUndoStack) -> None:
         """Edit `doc` through `stack` with the keys of KEY_LEGEND."""
@@ -404,12 +406,14 @@ class LoopNestView(CodeView):
 
     def _place_labels(self) -> None:
         w = self.viewport().width()
-        y = self.height() - self.frameWidth()
+        bar = self.horizontalScrollBar()
+        # Above the horizontal scroll bar, which sits below the viewport's margins.
+        y = self.height() - self.frameWidth() - (bar.height() if bar.isVisible() else 0)
         total = 0
         for label in (self.legend, self.message):
             if label.isHidden():
                 continue
-            h = label.heightForWidth(w)
+            h = label.heightForWidth(w) + 2  # the style sheet's padding is not always in the estimate
             y -= h
             total += h
             label.setGeometry(self.frameWidth(), y, w, h)

@@ -150,7 +150,7 @@ class TraceCanvas(QWidget):
         self.trace: Trace | None = None
         self.position = 0
         self.grids: list[_Grid] = []
-        self.setMinimumSize(160, 90)
+        self.setMinimumSize(160, 150)  # a short dock scrolls rather than shrink the cells to dots
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_trace(self, t: Trace | None) -> None:

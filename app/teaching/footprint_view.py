@@ -162,6 +162,7 @@ class FootprintView(QWidget):
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hdr.setStretchLastSection(True)
+        self.table.resizeRowsToContents()  # rows as tall as the text at the current font scale
 
     def row_texts(self) -> list[list[str]]:
         """The table as text (what a test or a screen reader reads)."""
