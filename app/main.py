@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
@@ -83,6 +84,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--teach-step", metavar="N", type=int, default=0, help="with --teach: run the animation N iterations first")
     ap.add_argument("--presentation", action="store_true", help="start in presentation mode (large text, simple layout, 1280x720)")
     ap.add_argument("--font-scale", metavar="X", type=float, default=None, help="text size for this run, e.g. 1.3 (default: as set)")
+    ap.add_argument("--lesson", metavar="ID", default=None, help="start this lesson in the Lessons dock (issue 18; ids: docs/LESSONS.md)")
+    ap.add_argument("--lesson-hints", metavar="N", type=int, default=0, help="with --lesson: reveal its first N hints")
+    ap.add_argument("--lesson-check", action="store_true", help="with --lesson: run its check (with --screenshot: before the capture)")
+    ap.add_argument("--lessons", metavar="DIR", default=None, help="also list the lessons in this folder (this run only)")
     ap.add_argument("--screenshot", metavar="PNG", help="save a picture of the window to this file and exit (works without a display)")
     return ap
 
@@ -126,6 +131,7 @@ def run_app(argv: list[str]) -> int:
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
 
     start_page = args.pipeline is None and args.schedule is None and not args.measure and args.teach is None and not args.presentation
+    start_page = start_page and args.lesson is None
     spec = args.pipeline or DEFAULT_PIPELINE
     # Check what was named before any window exists, so mistakes read like the CLI's.
     try:
@@ -176,6 +182,13 @@ def run_app(argv: list[str]) -> int:
     if args.teach is not None:
         window.teaching.show_stage(args.teach, args.teach_view, wait=True)
         window.teaching.panel.animation.set_position(args.teach_step)
+    if args.lessons is not None:
+        window.lessons.view.set_folder(Path(args.lessons), remember=False)
+    lessons = window.lessons
+    if args.lesson is not None and not lessons.open_lesson(args.lesson, args.lesson_hints, args.lesson_check, wait=bool(args.screenshot)):
+        print(f"error: --lesson: no lesson {args.lesson!r} (lessons: {', '.join(x.id for x in lessons.view.lessons)})", file=sys.stderr)
+        window.close()
+        return 2
     if args.place:
         window.show_placement(args.place, args.devices, wait=bool(args.screenshot))
     if args.measure:

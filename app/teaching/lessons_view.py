@@ -20,7 +20,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt, Signal, Slot
+from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -51,6 +51,7 @@ PASSED_KEY = "lessons/passed/"  # + lesson id -> True once its check passed
 FOLDER_KEY = "lessons/folder"  # a teacher's folder of lessons, listed after the shipped ones
 PASS, FAIL = "\u2713", "\u2717"  # ✓ ✗
 BROKEN = "\u26a0"  # ⚠
+CHECK_WAIT_MS = 300_000  # open_lesson(wait=True): the longest wait for a check (a measured one measures twice)
 
 
 class _Checker:
@@ -249,8 +250,8 @@ class LessonsView(QWidget):
         where = f"{lesson.pipeline} ({lesson.size})" + (f", stage {lesson.stage}" if lesson.stage else "")
         self.browser.setHtml(
             f"<h3>{html.escape(lesson.title)}{done}</h3><p><i>Pipeline: {html.escape(where)}</i></p>{paras}"
-            f"<p><b>Goal:</b> {html.escape(lesson.goal)}</p><p><b>The check:</b></p><ul>{''.join(rows)}</ul>"
-            + (f"<p><b>Hints:</b></p><ol>{hints}</ol>" if hints else "")
+            f"<p><b>Goal:</b> {html.escape(lesson.goal)}</p><p><a name='check'></a><b>The check:</b></p><ul>{''.join(rows)}</ul>"
+            + (f"<p><a name='hints'></a><b>Hints:</b></p><ol>{hints}</ol>" if hints else "")
         )
 
     def _set_status(self, text: str) -> None:
@@ -292,6 +293,7 @@ class LessonsView(QWidget):
         self.hints_shown += 1
         self.step = max(self.step, self.hints_shown)
         self._render()
+        self.browser.scrollToAnchor("hints")  # what was just revealed, in view
         return True
 
     @Slot()
@@ -329,6 +331,7 @@ class LessonsView(QWidget):
             f"{PASS} Passed: {lesson.title}" if result.passed else f"{FAIL} Not yet: {n} of {len(result.details)} conditions hold"
         )
         self._render()
+        self.browser.scrollToAnchor("check")  # each condition's result, in view
         self.checked.emit(result)
 
     # --- stepping (presentation mode: PageDown / PageUp) ---------------------------------
@@ -379,13 +382,25 @@ class Lessons:
         window.tabifyDockWidget(window.pipelines_dock, self.dock)
         window.pipelines_dock.raise_()
 
-    def open_lesson(self, lesson_id: str, start: bool = True) -> bool:
-        """Show the dock on `lesson_id` and (by default) start it. False if there is no such lesson."""
+    def open_lesson(self, lesson_id: str, hints: int = 0, run_check: bool = False, wait: bool = False) -> bool:
+        """Show the dock on `lesson_id`, start it, reveal `hints` hints and optionally run its
+        check (`wait`: until the result is shown, for screenshots). False if there is no such lesson."""
         if not self.view.select(lesson_id):
             return False
         self.dock.show()
         self.dock.raise_()
-        return self.view.start_lesson() if start else True
+        # Wide enough to read a lesson beside the graph (the dock opens at the Pipelines list's width).
+        self.window.resizeDocks([self.dock], [max(self.dock.width(), self.window.width() * 3 // 10)], Qt.Orientation.Horizontal)
+        if not self.view.start_lesson():
+            return False
+        for _ in range(hints):
+            self.view.show_hint()
+        if run_check and self.view.run_check() is not None and wait:
+            loop = QEventLoop()
+            self.view.checked.connect(loop.quit)
+            QTimer.singleShot(CHECK_WAIT_MS, loop.quit)
+            loop.exec()
+        return True
 
     def shutdown(self) -> None:
         self.view.shutdown()
