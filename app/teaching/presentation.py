@@ -156,6 +156,8 @@ class Presentation(QObject):
                 if w.tabs.widget(i) not in (w.graph, w.loop_view) and w.tabs.isTabVisible(i):
                     w.tabs.setTabVisible(i, False)
                     self._hidden_tabs.append(i)
+            for dock in self.lesson_docks():
+                dock.show()  # the lesson beside the graph, even when its tab was behind another
             w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.teaching.dock)
             self.teaching.dock.show()
             self.teaching.dock.raise_()

@@ -271,6 +271,15 @@ def test_presentation_mode_fits_1280x720_and_steps_with_keys(qtbot: QtBot, prese
     assert anim.playing
     qtbot.keyClick(anim, Qt.Key.Key_Space)
     assert not anim.playing
+    # PageDown / PageUp step the lesson of the Lessons dock (shown beside the graph).
+    lessons = w.lessons.view
+    assert w.lessons.dock.isVisible()
+    lessons.list.setCurrentRow(0)
+    assert lessons.current() is not None and lessons.current().hints and lessons.hints_shown == 0
+    qtbot.keyClick(anim, Qt.Key.Key_PageDown)
+    assert lessons.hints_shown == 1
+    qtbot.keyClick(anim, Qt.Key.Key_PageUp)
+    assert lessons.hints_shown == 0
     pres.action.trigger()
     assert not pres.active and w.editor_dock.isVisible() and w.stages_dock.isVisible()
     assert w.tabs.isTabVisible(w.tabs.indexOf(w.placement_scroll))
