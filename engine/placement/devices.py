@@ -54,6 +54,9 @@ class Device:
     host: str = "host0"
     measured: bool = False  # True only for devices of this machine (local profile)
     launch_s: float = 0.0  # fixed cost of starting one stage (a kernel launch, a thread-pool dispatch)
+    # A CPU has no copy engine: its own core copies a tensor it sends, so it computes nothing
+    # else meanwhile (a GPU's DMA engine sends while the device computes).
+    copy_on_core: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class DeviceProfile:
                     "host": d.host,
                     "launch_s": d.launch_s,
                     **({"measured": True} if d.measured else {}),
+                    **({"copy_on_core": True} if d.copy_on_core else {}),
                 }
                 for d in self.devices
             ],
@@ -185,7 +189,7 @@ def parse_profile(body: Any, origin: str) -> DeviceProfile:
     raw_devices = body.get("devices")
     if not isinstance(raw_devices, list) or not raw_devices:
         raise ProfileError(f"{origin}.devices: expected a non-empty list of devices, got {raw_devices!r}")
-    device_keys = {"name", "kind", "peak_flops", "mem_bandwidth", "memory_bytes", "host", "launch_s", "measured"}
+    device_keys = {"name", "kind", "peak_flops", "mem_bandwidth", "memory_bytes", "host", "launch_s", "measured", "copy_on_core"}
     devices: list[Device] = []
     known: dict[str, int] = {}
     for k, d in enumerate(raw_devices):
@@ -211,6 +215,7 @@ def parse_profile(body: Any, origin: str) -> DeviceProfile:
                 _field(d, "host", where, "str", "host0", required=False),
                 _field(d, "measured", where, "bool", False, required=False),
                 _field(d, "launch_s", where, "nonneg", 0.0, required=False),
+                _field(d, "copy_on_core", where, "bool", False, required=False),
             )
         )
         known[dname] = k
@@ -288,7 +293,8 @@ def load_profile(spec: str) -> DeviceProfile:
 class LocalFigures:
     """What `local_profile` measured on this machine (once per process)."""
 
-    copy_bandwidth: float  # bytes/s, one thread copying a buffer larger than the caches
+    copy_bandwidth: float  # bytes copied per second, one thread copying a buffer larger than the caches
+    memory_bandwidth: float  # bytes moved per second by that copy (read + write): a stage's roofline
     handoff_latency_s: float  # one wake-up of a waiting thread through a pipe (a send/receive event)
     core_flops: float  # FLOP/s of one thread's float32 matrix multiply
 
@@ -302,7 +308,7 @@ def _copy_bandwidth(nbytes: int = 32 << 20, repeats: int = 5) -> float:
         t0 = time.perf_counter()
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - t0)
-    return 2 * nbytes / best  # a copy reads and writes every byte
+    return nbytes / best  # bytes copied; the memory traffic is twice that (read + write)
 
 
 def _handoff_latency(rounds: int = 200) -> float:
@@ -349,7 +355,8 @@ def _core_flops(n: int = 384, repeats: int = 5) -> float:
 @cache
 def local_figures() -> LocalFigures:
     """Measured once per process (about 0.1 s) and cached."""
-    return LocalFigures(_copy_bandwidth(), _handoff_latency(), _core_flops())
+    copy = _copy_bandwidth()
+    return LocalFigures(copy, 2 * copy, _handoff_latency(), _core_flops())
 
 
 def local_cores() -> list[int]:
@@ -367,11 +374,12 @@ def local_profile() -> DeviceProfile:
             f"cpu{c}",
             "cpu",
             fig.core_flops,
-            fig.copy_bandwidth,
+            fig.memory_bandwidth,
             total // len(cores),
             host="local",
             measured=True,
             launch_s=fig.handoff_latency_s,  # a stage starts when the executor hands it over: one wake-up
+            copy_on_core=True,  # the sender's core copies into the receiver's slot (execute.py)
         )
         for c in cores
     )

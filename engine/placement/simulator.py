@@ -7,7 +7,9 @@
   sent once to every other device that has a consumer of it (and cached there: further
   consumers on that device read the copy). A transfer starts when the tensor is ready, the
   sender's send channel and the receiver's receive channel are free, and takes the link's
-  latency + bytes / bandwidth; transfers are served in the order they are requested.
+  latency + bytes / bandwidth; transfers are served in the order they are requested. A
+  device without a copy engine (`Device.copy_on_core`: a CPU core) does the copy itself: it
+  starts its next node only when its sends are done, and the send time counts as busy.
 - Memory per device: the weights of the nodes placed there (resident throughout), plus live
   tensors: an output from its node's start until the last consumer on that device finished
   and its sends are done (a graph output stays to the end), a received copy from the start
@@ -28,7 +30,7 @@ from .graph import OpGraph
 
 __all__ = ["Event", "Simulation", "simulate"]
 
-_FINISH, _READY = 0, 1
+_FINISH, _READY, _FREE = 0, 1, 2  # _FREE: a copy-on-core device done with its sends (index = device)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def simulate(
     if len(prio) != n:
         raise ValueError(f"priority: {len(prio)} entries for {n} nodes")
     lat, inv_bw = _link_tables(prof)
+    copies = [dev.copy_on_core for dev in prof.devices]
+    send_busy = [0.0] * n_dev  # time copy-on-core devices spent sending
     secs = costs.seconds
     preds, succs, nodes = g.all_preds, g.all_succs, g.nodes
 
@@ -122,6 +126,10 @@ def simulate(
         touched: list[int] = []
         while events and events[0][0] <= now:
             _, kind, i = pop(events)
+            if kind == _FREE:
+                running[i] = False
+                touched.append(i)
+                continue
             d = pl[i]
             touched.append(d)
             if kind == _READY:
@@ -141,10 +149,12 @@ def simulate(
                     push(events, (ready_at[c], _READY, c))
             if remote:
                 size = nodes[i].output_bytes
+                sent_at = now
                 for dc, consumers in remote.items():
                     t0 = max(now, send_free[d], recv_free[dc])
                     t1 = t0 + lat[d][dc] + size * inv_bw[d][dc]
                     send_free[d] = recv_free[dc] = t1
+                    sent_at = t1
                     transfers.append((i, d, dc, t0, t1))
                     moved_bytes += size
                     moved_s += t1 - t0
@@ -154,6 +164,10 @@ def simulate(
                         remaining[c] -= 1
                         if not remaining[c]:
                             push(events, (ready_at[c], _READY, c))
+                if copies[d]:  # the core copies: it starts nothing else before its sends are done
+                    running[d] = True
+                    send_busy[d] += sent_at - now
+                    push(events, (sent_at, _FREE, d))
         for d in sorted(set(touched)) if len(touched) > 1 else touched:
             if not running[d] and queues[d]:
                 _, i = pop(queues[d])
@@ -163,7 +177,7 @@ def simulate(
                 push(events, (finish[i], _FINISH, i))
 
     makespan = max(finish, default=0.0)
-    busy = [0.0] * n_dev
+    busy = list(send_busy)
     for i, d in enumerate(pl):
         busy[d] += secs[i][d]
     peak = _peak_memory(g, pl, n_dev, start, finish, transfers, makespan)

@@ -7,7 +7,7 @@ Units are chosen so the arithmetic is exact: every link has latency 1 s and band
 import pytest
 
 from engine.placement.costs import CostTable, roofline_costs
-from engine.placement.devices import parse_profile
+from engine.placement.devices import Device, DeviceProfile, Link, parse_profile
 from engine.placement.graph import OpGraph, OpNode, from_pipeline, random_graph
 from engine.placement.simulator import simulate
 
@@ -185,3 +185,27 @@ def test_without_the_timeline_the_figures_are_the_same():
     for d in range(len(prof.devices)):
         spans = sorted((full.start_s[i], full.finish_s[i]) for i in range(len(g)) if placement[i] == d)
         assert all(x[1] <= y[0] + 1e-15 for x, y in zip(spans, spans[1:]))
+
+
+def test_a_copy_on_core_device_computes_nothing_while_it_sends() -> None:
+    """A CPU core copies what it sends: with copy_on_core its next stage waits for the send;
+    a device with a copy engine overlaps them."""
+    g = OpGraph(
+        "fork",
+        (OpNode("a", "x", 1.0, 0.0, 1000, 0), OpNode("b", "x", 1.0, 0.0, 0, 0), OpNode("c", "x", 1.0, 0.0, 0, 0)),
+        ((0, 1), (0, 2)),
+    )
+    costs = CostTable(((1.0, 1.0), (1.0, 1.0), (1.0, 1.0)), ("roofline", "roofline"))
+
+    def profile(copy: bool) -> DeviceProfile:
+        devs = tuple(Device(f"d{k}", "cpu", 1e9, 1e9, 10**9, copy_on_core=copy) for k in range(2))
+        return DeviceProfile("p", True, "", devs, (Link("d0", "d1", 0.0, 500.0),))  # 1000 bytes: 2 s
+
+    # a on d0, then b on d0 and c on d1 (a's output sent to d1: 2 s).
+    overlapped = simulate(g, profile(False), costs, [0, 0, 1])
+    assert overlapped.start_s[1] == pytest.approx(1.0)  # b starts while a's output is being sent
+    on_core = simulate(g, profile(True), costs, [0, 0, 1])
+    assert on_core.start_s[1] == pytest.approx(3.0)  # b waits for the copy
+    assert on_core.start_s[2] == pytest.approx(3.0)
+    assert on_core.busy_s[0] == pytest.approx(4.0)  # two stages and the 2 s copy
+    assert on_core.makespan_s == pytest.approx(4.0)
