@@ -61,16 +61,27 @@ def _final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
 
 
 def _consumer_nest(
-    p: Pipeline, sched: Schedule, consumer: str, loop: str | None, inside: PictureLine, before: list[PictureLine] | None = None
+    p: Pipeline,
+    sched: Schedule,
+    consumer: str,
+    loop: str | None,
+    inside: PictureLine,
+    before: list[PictureLine] | None = None,
+    also: dict[str, PictureLine] | None = None,
 ) -> list[PictureLine]:
-    """`consumer`'s loops with `inside` placed just inside its loop `loop` (at the top when None)."""
+    """`consumer`'s loops with `inside` placed just inside its loop `loop` (at the top when
+    None), and each line of `also` just inside the loop it is keyed by."""
     lines = [*(before or []), PictureLine(f"produce {consumer}:")]
     loops = _final_loops(p, sched, consumer)
     names = [lp.name for lp in loops]
-    cut = names.index(loop) + 1 if loop in names else len(loops)
-    lines += _loop_lines(loops[:cut], 1)
-    lines.append(PictureLine("  " * (cut + 1) + inside.text, inside.mark, inside.note))
-    lines += _loop_lines(loops[cut:], cut + 1)
+    at = {names.index(loop) + 1 if loop in names else len(loops): [inside]}
+    for name, line in (also or {}).items():
+        if name in names:
+            at.setdefault(names.index(name) + 1, []).insert(0, line)
+    for k in range(len(loops) + 1):
+        if k:
+            lines += _loop_lines([loops[k - 1]], k)
+        lines += [PictureLine("  " * (k + 1) + x.text, x.mark, x.note) for x in at.get(k, [])]
     lines.append(PictureLine("  " * (len(loops) + 1) + f"{consumer}(...) = ... {_reads(p, consumer)}"))
     return lines
 
@@ -97,10 +108,12 @@ def _where(sched: Schedule, stage: str) -> str:
 def _store_outside_compute(e: ScheduleError, p: Pipeline, sched: Schedule) -> Explanation:
     s, at, loop = e.stage, _arg(e, "consumer"), _arg(e, "loop")
     where = _where(sched, s)
-    before = (
-        [PictureLine(f"produce {s}:  # computed {where}", BAD, f"{s} is computed here, outside {at}.{loop}")] if where == "at root" else []
-    )
-    pic = _consumer_nest(p, sched, at, loop, PictureLine(f"allocate {s}", HERE, f"store_at({at}, {loop}) puts the buffer here"), before)
+    computed = PictureLine(f"produce {s}  # computed {where}", BAD, f"{s} is computed here, outside {at}.{loop}")
+    d = sched.of(s).compute()
+    inside_at = d.kind == Kind.COMPUTE_AT and d.consumer == at  # both in one nest: mark the compute loop in it
+    before, also = ([], {str(d.loop): computed}) if inside_at else ([computed], {})
+    buffer = PictureLine(f"allocate {s}", HERE, f"store_at({at}, {loop}) puts the buffer here")
+    pic = _consumer_nest(p, sched, at, loop, buffer, before, also)
     return Explanation(
         "store_outside_compute",
         "Storage must enclose the computation",

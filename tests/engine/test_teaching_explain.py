@@ -35,6 +35,15 @@ def refused(pipeline, before_steps, stage, step, update=False):
 CASES = [
     # (kind, pipeline, before, stage, refused step, update, text in the picture's marked lines)
     ("store_outside_compute", "blur", [], "blur_x", ("store_at", "blur_y", "y"), False, "allocate blur_x"),
+    (
+        "store_outside_compute",
+        "blur",
+        [("blur_x", [("compute_at", "blur_y", "y")], False)],
+        "blur_x",
+        ("store_at", "blur_y", "x"),
+        False,
+        "computed here, outside blur_y.x",
+    ),
     ("consumer_not_inside", "harris", [], "Ix", ("compute_at", "Ixx", "x"), False, "Ixy also reads Ix"),
     ("not_a_consumer", "unsharp", [], "blur_x", ("compute_at", "input_c", "x"), False, "input_c never reads blur_x"),
     (
@@ -71,7 +80,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "pipeline", "before", "stage", "step", "update", "marked"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("kind", "pipeline", "before", "stage", "step", "update", "marked"), CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)]
+)
 def test_each_refusal_maps_to_its_explanation(kind, pipeline, before, stage, step, update, marked):
     p, sched, err = refused(pipeline, before, stage, step, update)
     assert X.refusal_kind(err) == kind
@@ -91,7 +102,7 @@ def test_the_store_refusal_picture_shows_the_buffer_inside_the_loop_and_the_comp
     ex = X.explain(err, p, sched)
     assert ex is not None
     lines = [line.text.strip() for line in ex.picture]
-    assert lines.index("produce blur_x:  # computed at root") < lines.index("for y in [0, 64):") < lines.index("allocate blur_x")
+    assert lines.index("produce blur_x  # computed at root") < lines.index("for y in [0, 64):") < lines.index("allocate blur_x")
     here = next(line for line in ex.picture if line.mark == X.HERE)
     assert here.text.strip() == "allocate blur_x" and "store_at(blur_y, y)" in here.note
 
