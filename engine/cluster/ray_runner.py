@@ -37,6 +37,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from ..measure import Job, Measurement, Runner, failed, host_fingerprint, worker_env
@@ -46,6 +47,7 @@ from . import INSTALL_HINT, ClusterError, ClusterSpec, NodeInfo
 OBJECT_STORE_MB = 150  # a Ray instance of our own: results are small JSON records
 PROBE_TIMEOUT_S = 120.0  # a node's first task imports Halide
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray resolves 127.0.0.1 to itself, not to the network address
+_AUTH_ENV = "RAY_AUTH_MODE"
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"spec": None, "owned": False}  # the connection this module made (None: none, or someone else's)
 
@@ -56,6 +58,11 @@ def _ray(spec: ClusterSpec | None = None) -> Any:
         # Ray's default turns a loopback address into this machine's network address, where
         # a loopback-bound cluster does not listen.
         os.environ.setdefault(_LOOPBACK_ENV, "0")
+    joining = spec is not None and (spec.address or os.environ.get("RAY_ADDRESS"))
+    if joining and "ray" not in sys.modules and (Path.home() / ".ray" / "auth_token").exists():
+        # Ray 2.60's clusters use token authentication once a token exists (`ray start` makes
+        # one, read when Ray is imported): a driver joining them must send it.
+        os.environ.setdefault(_AUTH_ENV, "token")
     try:
         import ray  # noqa: PLC0415  # the optional extra, only for --cluster ray...
     except ImportError:
