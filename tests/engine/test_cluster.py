@@ -1,7 +1,8 @@
 """The Ray-backed runner (engine/cluster) on a real local Ray cluster: a head without CPUs and
 two one-CPU nodes on 127.0.0.1 (ray.cluster_utils.Cluster), started once for the module.
 
-Measurements go through it into SQLite and a second run reads them back; an application
+Measurements go through it into SQLite and a second run reads them back; a CLI coordinator
+killed mid-collection keeps what it stored and the resumed run measures only the rest; an application
 error (wrong outputs) is not retried; a hang is cut by the per-job timeout (its task
 cancelled); a node removed while it measures has its task retried on the other node and
 the data set comes out complete, each sample once; cancelling a search cancels its running
@@ -77,19 +78,36 @@ def test_measures_on_the_nodes_and_does_not_retry_application_errors(runner, clu
         assert runner.counts["submitted"] == sent + 1 and db.count() == 1
 
 
-def test_the_cli_collects_through_the_cluster(cluster, tmp_path, capsys):
+def test_the_cli_collects_through_the_cluster_and_a_killed_run_resumes(cluster, tmp_path, capsys):
     import json
+    import sqlite3
+    from pathlib import Path
 
     from engine.cli import main
 
     db = tmp_path / "cli.sqlite"
-    argv = ["costmodel", "generate", "--db", str(db), "--pipelines", "1", "--per-pipeline", "2", "--no-zoo", "--max-stages", "3"]
-    assert main([*argv, "--cluster", cluster.address, "--json"]) == 0
+    argv = ["costmodel", "generate", "--db", str(db), "--pipelines", "2", "--per-pipeline", "5", "--no-zoo", "--max-stages", "3"]
+    argv += ["--cluster", cluster.address, "--json"]
+    # A coordinator of its own (another process), killed once it has stored two samples.
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "main.py", *argv], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, stored = time.monotonic() + 90, 0
+    while time.monotonic() < deadline and proc.poll() is None and stored < 2:
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(db) as conn:
+                stored = conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+        except sqlite3.Error:  # not created yet
+            pass
+    proc.kill()
+    proc.wait(30)
+    with Database(db) as d:
+        kept = d.count()
+    assert 2 <= kept < 10  # what it finished is there
+    assert main(argv) == 0  # resumed here: only the rest is measured
     out = json.loads(capsys.readouterr().out)
-    assert out["cluster"] == cluster.address and out["host"] == host_fingerprint() and out["samples"] == 2 and out["measured"] == 2
-    assert main([*argv, "--cluster", cluster.address, "--json"]) == 0  # resumed: nothing measured again
-    again = json.loads(capsys.readouterr().out)
-    assert again["samples"] == 2 and again["cached"] == 2 and "measured" not in again
+    assert out["cluster"] == cluster.address and out["host"] == host_fingerprint()
+    assert out["samples"] == 10 and out["cached"] == kept and out["measured"] == 10 - kept
     with pytest.raises(ClusterError, match="no node of kind 'a machine nobody has'"):
         RayRunner(ClusterSpec("ray", cluster.address), kind="a machine nobody has")
 
