@@ -117,6 +117,21 @@ def test_compute_at_shows_the_producer_region_and_the_recompute_count(qtbot: QtB
     assert "recomputed so far 480 · in all 480 of 768 computed" in anim.counts.text()
 
 
+def test_store_root_shows_the_folded_sliding_buffer_and_no_recompute(qtbot: QtBot, window: MainWindow) -> None:
+    sched = with_stages(window.doc.schedule, blur_x=lambda s: s.compute_at("blur_y", "y").store_root())
+    anim = animate(qtbot, window, sched, "blur_y", "16x16")
+    # Stored at root, computed per row of blur_y: a sliding window over 4 rows (3 rounded up to a power of two).
+    assert anim.canvas.grids[0].title == "blur_x · store root, compute blur_y.y · buffer 4×16 folded · sliding window"
+    anim.set_position(anim.ticks)
+    assert "in all 0 of 288 computed" in anim.counts.text()  # 18 x 16 points, each once
+
+
+def test_unrolled_steps_are_marked(qtbot: QtBot, window: MainWindow) -> None:
+    anim = animate(qtbot, window, with_stages(window.doc.schedule, blur_y=lambda s: s.unroll("x", 2)), "blur_y", "2x4")
+    assert [c for step in play_all(anim) for c in step] == [(y, x) for y in range(2) for x in range(4)]
+    assert anim.current_steps()[0].unrolled and "unrolled" in anim.status.text()
+
+
 def test_animation_follows_edits_and_exports_a_gif(qtbot: QtBot, window: MainWindow, tmp_path) -> None:
     anim = animate(qtbot, window, window.doc.schedule, "blur_y", "4x4")
     window.undo_stack.push(AddDirective(window.doc, "blur_y", False, Directive(Kind.REORDER, loops=("y", "x"))))
@@ -124,6 +139,8 @@ def test_animation_follows_edits_and_exports_a_gif(qtbot: QtBot, window: MainWin
     assert [c for step in play_all(anim) for c in step][:4] == [(0, 0), (1, 0), (2, 0), (3, 0)]  # y innermost now
     n = anim.export_gif(tmp_path / "a.gif")
     assert n >= 1 and (tmp_path / "a.gif").read_bytes()[:6] == b"GIF89a"
+    frames = anim.export_frames(tmp_path / "frames")
+    assert frames == n and sorted(p.name for p in (tmp_path / "frames").iterdir())[0] == "frame_0000.png"
     window.select_stage("blur_x")
     window.undo_stack.push(EditDirective(window.doc, "blur_x", False, 0, Directive(Kind.COMPUTE_INLINE)))
     qtbot.waitUntil(lambda: not anim.busy and anim.trace is None, timeout=20000)
