@@ -28,7 +28,8 @@ def test_the_dialog_lists_this_machine_and_refuses_a_bad_spec(qtbot):
     dlg = ClusterDialog("local")
     qtbot.addWidget(dlg)
     qtbot.waitUntil(lambda: dlg.table.rowCount() == 1, timeout=30_000)
-    cells = [dlg.table.item(0, c).text() for c in range(dlg.table.columnCount())]
+    items = [dlg.table.item(0, c) for c in range(dlg.table.columnCount())]
+    cells = [item.text() if item is not None else "" for item in items]
     assert cells[0] == "local" and cells[2] == "yes" and cells[5] == host_fingerprint() and cells[6] == target_string()
     assert "1 host kind" in dlg.message.text()
     dlg.edit.setText("nope")
@@ -44,7 +45,7 @@ def test_the_setting_is_kept_and_a_search_uses_it(qtbot, monkeypatch):
     service = SearchService(win)
     setting = ClusterSetting(win, service, SETTINGS)
     assert service.cluster == "local"
-    assert [a.text() for m in win.menuBar().actions() for a in m.menu().actions()] == ["&Cluster…"]
+    assert [(m.text(), [a.text() for a in m.menu().actions()]) for m in win.menuBar().actions()] == [("&Tools", ["&Cluster…"])]  # type: ignore[attr-defined]  # menu() is a QMenu
     setting.set("ray")
     assert service.cluster == "ray" and QSettings(*SETTINGS).value(SETTINGS_KEY) == "ray"
     assert ClusterSetting(QMainWindow(), SearchService(), SETTINGS).service.cluster == "ray"  # read back by a new window

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -179,7 +180,7 @@ def test_cancelling_a_search_cancels_its_task(runner):
     p = zoo.get("blur", "small")
     cancel = threading.Event()
     measure = runner_measure(runner, None, should_cancel=cancel.is_set, min_time_s=20.0, max_runs=10**9)  # each trial would take 20 s
-    out = {}
+    out: dict[str, Any] = {}
     t = threading.Thread(
         target=lambda: out.update(res=run_search(p, "random", Budget(8, 120.0), model=AnalyticModel(), measure_fn=measure, cancel=cancel))
     )
