@@ -5,6 +5,7 @@ real verified measurements), and a malformed lesson file is one LessonError nami
 field while the other files still load."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -161,3 +162,17 @@ def test_unreadable_files_and_duplicate_ids_are_reported_too(tmp_path):
     assert "malformed JSON at line 1" in next(str(e) for e in problems if e.path.name == "c.json")
     _, missing = LS.load_lessons(tmp_path / "nope")
     assert missing and missing[0].field == "(folder)"
+
+
+def test_the_worked_example_in_docs_lessons_md_loads_and_its_solution_meets_its_property_conditions(tmp_path):
+    text = (Path(__file__).resolve().parents[2] / "docs" / "LESSONS.md").read_text()
+    body = re.search(r"```json\n(.*?)```", text, re.S)
+    assert body is not None
+    (tmp_path / "example.json").write_text(body.group(1))
+    lessons, problems = LS.load_lessons(tmp_path)
+    assert problems == [] and [x.id for x in lessons] == ["tile_then_vectorize"]
+    lesson = lessons[0]
+    p = lesson.load_pipeline()
+    solved = LS.check(lesson, p, lesson.solution_schedule(p))  # no measure: only the faster condition fails, saying so
+    assert [r.passed for r in solved.details] == [not c.measured for c in lesson.check]
+    assert not any(r.passed for r in LS.check(lesson, p, lesson.start_schedule(p)).details)
