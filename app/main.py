@@ -34,6 +34,25 @@ def window_size(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
+def font_scale(text: str) -> float:
+    """'1.3' -> 1.3, within presentation mode's range: an argparse type."""
+    from .teaching.presentation import MAX_SCALE, MIN_SCALE  # noqa: PLC0415  # only this option needs it
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not MIN_SCALE <= value <= MAX_SCALE:
+        raise argparse.ArgumentTypeError(f"expected a text scale from {MIN_SCALE} to {MAX_SCALE}, like 1.3; got {text!r}")
+    return value
+
+
+def steps_count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of iterations (0 or more); got {text!r}")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="schedule-explorer",
@@ -81,9 +100,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--teach-view", choices=("animation", "footprint"), default="animation", help="with --teach: the tab shown (default: animation)"
     )
-    ap.add_argument("--teach-step", metavar="N", type=int, default=0, help="with --teach: run the animation N iterations first")
+    ap.add_argument("--teach-step", metavar="N", type=steps_count, default=0, help="with --teach: run the animation N iterations first")
     ap.add_argument("--presentation", action="store_true", help="start in presentation mode (large text, simple layout, 1280x720)")
-    ap.add_argument("--font-scale", metavar="X", type=float, default=None, help="text size for this run, e.g. 1.3 (default: as set)")
+    ap.add_argument("--font-scale", metavar="X", type=font_scale, default=None, help="text size for this run, e.g. 1.3 (default: as set)")
     ap.add_argument("--lesson", metavar="ID", default=None, help="start this lesson in the Lessons dock (issue 18; ids: docs/LESSONS.md)")
     ap.add_argument("--lesson-hints", metavar="N", type=int, default=0, help="with --lesson: reveal its first N hints")
     ap.add_argument("--lesson-check", action="store_true", help="with --lesson: run its check (with --screenshot: before the capture)")

@@ -302,3 +302,19 @@ def test_presentation_mode_fits_1280x720_and_steps_with_keys(qtbot: QtBot, prese
     assert w.tabs.isTabVisible(w.tabs.indexOf(w.placement_scroll))
     qtbot.keyClick(anim, Qt.Key.Key_Right)  # the keys are the widgets' again outside the mode
     assert anim.position == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--teach", "nope"], "--teach: no stage 'nope' in blur (stages: blur_x, blur_y)"),
+        (["--font-scale", "9"], "--font-scale: expected a text scale from 0.6 to 3.0"),
+        (["--teach", "blur_y", "--teach-step", "-1"], "--teach-step: expected a number of iterations"),
+    ],
+)
+def test_bad_teaching_options_are_one_clear_error(capsys, args: list[str], message: str) -> None:
+    from app.main import run_app
+
+    assert run_app(["blur", "--size", "small", *args, "--screenshot", "unused.png"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("error:") == 1
