@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, QTimer, Slot
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QApplication, QDockWidget, QToolBar, QWidget
 
@@ -70,6 +70,7 @@ class Presentation(QObject):
             sc.activated.connect(slot)
             sc.setEnabled(False)  # only in presentation mode: elsewhere these keys are the widgets'
             self.keys.append(sc)
+        window.installEventFilter(self)  # leave the mode before the window saves its layout on closing
         saved = QSettings(*self.settings).value(SETTINGS_KEY)
         try:
             scale = float(saved) if saved is not None else 1.0  # type: ignore[arg-type,unused-ignore]
@@ -77,6 +78,13 @@ class Presentation(QObject):
             scale = 1.0  # a hand-edited setting that is not a number: the normal size
         if scale != 1.0:
             self.set_scale(scale, remember=False)
+            # Again once the window is complete: docks installed after this one have widgets too.
+            QTimer.singleShot(0, self, lambda: self.set_scale(self.scale, remember=False))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802  # Qt override
+        if watched is self.window and event.type() == QEvent.Type.Close and self.active:
+            self.set_active(False)  # the layout remembered is the user's, not the projector's
+        return False
 
     # --- the font scale -----------------------------------------------------------------
     def set_scale(self, scale: float, remember: bool = True) -> None:
@@ -94,7 +102,9 @@ class Presentation(QObject):
         app.setFont(f2)
         # Widgets with a font of their own (the code views' fixed-width one) or a style sheet do
         # not follow the application font: scale theirs from the size they had before any scaling.
-        for w in app.allWidgets():
+        # The window's own widgets (its dialogs included): QApplication.allWidgets() also lists
+        # widgets of windows being destroyed, which are not safe to touch.
+        for w in [self.window, *self.window.findChildren(QWidget)]:
             # A style sheet keeps a widget's font as it was as well (QStyleSheetStyle resolves it).
             if not (w.testAttribute(Qt.WidgetAttribute.WA_SetFont) or w.styleSheet()):
                 continue
@@ -110,15 +120,14 @@ class Presentation(QObject):
         if remember:
             QSettings(*self.settings).setValue(SETTINGS_KEY, self.scale)
         self._relayout_rows()
-        QTimer.singleShot(0, self._relayout_rows)  # again once every font change has been delivered
+        QTimer.singleShot(0, self, self._relayout_rows)  # again once every font change is delivered (dropped with self)
 
     @Slot()
     def _relayout_rows(self) -> None:
         """Rows of buttons that wrap (FlowRow) place their buttons at their size hints on a
         resize only: give them one, so the larger labels are not cut."""
-        for row in QApplication.allWidgets():
-            if isinstance(row, FlowRow):
-                QApplication.sendEvent(row, QResizeEvent(row.size(), row.size()))
+        for row in self.window.findChildren(FlowRow):
+            QApplication.sendEvent(row, QResizeEvent(row.size(), row.size()))
 
     @Slot()
     def zoom_in(self) -> None:

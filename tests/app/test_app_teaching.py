@@ -302,6 +302,9 @@ def test_presentation_mode_fits_1280x720_and_steps_with_keys(qtbot: QtBot, prese
     assert w.tabs.isTabVisible(w.tabs.indexOf(w.placement_scroll))
     qtbot.keyClick(anim, Qt.Key.Key_Right)  # the keys are the widgets' again outside the mode
     assert anim.position == 1
+    pres.action.trigger()
+    w.close()  # closing in presentation mode leaves it first: the layout saved is the user's
+    assert not pres.active and not w.editor_dock.isHidden() and not w.chrome.toolbar.isHidden()
 
 
 @pytest.mark.parametrize(
