@@ -5,7 +5,6 @@ shown here with its ScheduleError message and never reaches the document."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
@@ -108,9 +107,12 @@ class ScheduleEditor(QWidget):
         self.error = QLabel()
         self.error.setObjectName("editor_error")
         self.error.setWordWrap(True)
-        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse)
-        self.explanation: Explanation | None = None  # of the refusal shown: its "Why?" link (issue 18 item 6)
-        self.error.linkActivated.connect(self.explain_refusal)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.explanation: Explanation | None = None  # of the refusal shown, behind the Why? link (issue 18 item 6)
+        self.why = QLabel('<a href="why">Why? What this refusal means</a>')
+        self.why.setObjectName("editor_why")
+        self.why.linkActivated.connect(self.explain_refusal)
+        self.why.hide()
         # A message bar above the list, outside the scroll area: a refusal shows where the
         # user just clicked (quick actions, the buttons) and never needs scrolling to (issue 20 item 2).
         self.error.setStyleSheet(
@@ -138,6 +140,7 @@ class ScheduleEditor(QWidget):
         top.addWidget(self.heading)
         top.addWidget(self.quick_row)
         top.addWidget(self.error_box)
+        top.addWidget(self.why)
         top.addWidget(self.definition)
         top.addWidget(self.button_row)
         self.body = QWidget()
@@ -259,8 +262,8 @@ class ScheduleEditor(QWidget):
 
     def show_error(self, message: str, refusal: Exception | None = None) -> None:
         self.explanation = explanation_for(refusal, self.doc)
-        self.error.setTextFormat(Qt.TextFormat.PlainText if self.explanation is None else Qt.TextFormat.RichText)
-        self.error.setText(message if self.explanation is None else f'{html.escape(message, quote=False)} <a href="why">Why?</a>')
+        self.why.setVisible(self.explanation is not None)
+        self.error.setText(message)
         self.error.show()
         self._fit_top()
         self.edit_rejected.emit(message)
@@ -271,6 +274,8 @@ class ScheduleEditor(QWidget):
         return show_explanation(self, self.explanation) if self.explanation is not None else None
 
     def clear_error(self) -> None:
+        self.explanation = None
+        self.why.hide()
         self.error.clear()
         self.error.hide()
         self._fit_top()

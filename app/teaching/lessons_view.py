@@ -24,7 +24,6 @@ from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -42,6 +41,7 @@ from engine.schedule import Schedule
 from engine.teaching.lessons import CheckResult, Lesson, LessonError, check, load_lessons
 
 from ..background import Background, Job, Outcome
+from ..flow_row import FlowRow
 from ..model.commands import ScheduleCommand
 
 if TYPE_CHECKING:
@@ -117,14 +117,13 @@ class LessonsView(QWidget):
         self.status = QLabel()
         self.status.setObjectName("lesson_status")
         self.status.setWordWrap(True)
-        buttons = QHBoxLayout()
-        for b in (self.start_button, self.hint_button, self.check_button, self.folder_button):
-            buttons.addWidget(b)
+        # Wraps in a narrow dock (the Pipelines list's width): the dock never widens the window's left column.
+        buttons = FlowRow([self.start_button, self.hint_button, self.check_button, self.folder_button])
         pane = QWidget()
         pl = QVBoxLayout(pane)
         pl.setContentsMargins(0, 0, 0, 0)
         pl.addWidget(self.browser, 1)
-        pl.addLayout(buttons)
+        pl.addWidget(buttons)
         pl.addWidget(self.status)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.list)

@@ -127,9 +127,10 @@ def test_a_refused_edit_links_to_its_explanation(open_window, qtbot):
     _place(w, "blur_x", "store_at", "blur_y", "y")
     assert w.doc.schedule_hash == before  # refused
     assert w.editor.explanation is not None and w.editor.explanation.kind == "store_outside_compute"
-    assert 'href="why">Why?</a>' in w.editor.error.text() and not w.editor.error.isHidden()
-    with qtbot.waitSignal(w.editor.error.linkActivated, timeout=1000):
-        w.editor.error.linkActivated.emit("why")
+    assert not w.editor.error.isHidden() and "its storage must enclose" in w.editor.error.text()
+    assert w.editor.why.isVisible() and "Why?" in w.editor.why.text()
+    with qtbot.waitSignal(w.editor.why.linkActivated, timeout=1000):
+        w.editor.why.linkActivated.emit("why")  # what a click on the link emits
     dialogs = [c for c in w.editor.findChildren(ExplainView)]
     assert dialogs and dialogs[-1].explanation.kind == "store_outside_compute"
     picture = dialogs[-1].picture.text()
@@ -142,4 +143,4 @@ def test_a_refused_edit_links_to_its_explanation(open_window, qtbot):
     w.editor.form.edit("inner").setText("xi")
     w.editor.form.apply_button.click()
     assert "'y' is already used" in w.editor.error.text()
-    assert w.editor.explanation is None and "Why?" not in w.editor.error.text()
+    assert w.editor.explanation is None and not w.editor.why.isVisible()
