@@ -321,3 +321,16 @@ def test_bad_teaching_options_are_one_clear_error(capsys, args: list[str], messa
     assert run_app(["blur", "--size", "small", *args, "--screenshot", "unused.png"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("error:") == 1
+
+
+def test_a_key_edit_updates_the_prediction_and_starts_auto_measure(qtbot: QtBot, open_window) -> None:
+    w = open_window("blur", auto_measure=True)
+    w.measure_control.timer.stop()  # nothing pending from opening
+    lv, doc = w.loop_view, w.doc
+    before = doc.prediction
+    w.select_stage("blur_x")
+    assert lv.set_current_loop("blur_y", "x")
+    qtbot.keyClick(lv, Qt.Key.Key_C)  # blur_x computed per point of blur_y: 3x the blur_x work
+    assert before is not None and doc.prediction is not None and doc.prediction.total_ms != before.total_ms
+    assert w.measure_control.timer.isActive()  # Auto measures this edit once its debounce ends
+    w.measure_control.timer.stop()  # the measurement itself is the measurement tests' business
