@@ -173,7 +173,8 @@ class LoopNestView(CodeView):
         self._spans = dict(spans)
         self.set_text(text)
         nest = self.doc.loopnest if self.doc is not None else None
-        self.loops = loop_lines(nest.roots) if nest is not None and nest.render() == text else []
+        # The loop lines index this text only when it is the document's (render() would build it again).
+        self.loops = loop_lines(nest.roots) if nest is not None and self.doc is not None and self.doc.loopnest_text == text else []
         want = self._want or ((self.current.stage, self.current.update, self.current.loop) if self.current else None)
         self._want = None
         found = next((lp for lp in self.loops if want and (lp.stage, lp.update, lp.loop) == want), None)

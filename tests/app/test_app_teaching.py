@@ -334,3 +334,28 @@ def test_a_key_edit_updates_the_prediction_and_starts_auto_measure(qtbot: QtBot,
     assert before is not None and doc.prediction is not None and doc.prediction.total_ms != before.total_ms
     assert w.measure_control.timer.isActive()  # Auto measures this edit once its debounce ends
     w.measure_control.timer.stop()  # the measurement itself is the measurement tests' business
+
+
+@pytest.mark.parametrize("name", ["matmul", "softmax", "harris"])
+def test_the_key_cursors_loop_lines_are_the_traces(name: str) -> None:
+    """The loop-nest view's loop lines (pure and update definitions) are the lines
+    engine.teaching.trace gives each loop, on hand schedules with reductions and compute_at."""
+    from app.code_view import loop_lines
+    from engine import api, zoo
+    from engine.loopnest import build
+    from engine.teaching.trace import TraceError, default_extent
+
+    p = zoo.get(name, "small")
+    sched = api.load_schedule(p, "hand")
+    lines = loop_lines(build(p, sched).roots)
+    checked = 0
+    for st in p.stages:
+        try:
+            t = trace(p, sched, st.name, default_extent(p, sched, st.name), max_steps=4)
+        except TraceError:  # inlined: no loops of its own
+            assert not [ln for ln in lines if ln.stage == st.name]
+            continue
+        want = {(lp.line, lp.update, lp.name) for lp in t.loops if lp.line is not None}
+        assert {(ln.line, ln.update, ln.loop) for ln in lines if ln.stage == st.name} == want
+        checked += 1
+    assert checked >= 2
