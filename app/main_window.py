@@ -125,6 +125,7 @@ class MainWindow(QMainWindow):
         # Before the chrome: its Start Page action and toolbar act on the page.
         self.start = StartPageController(self, self.central, LAYOUT_VERSION)
         self.start_page = self.start.page
+        self.added_docks: list[QDockWidget] = []  # docks installed after the menus (Teaching, Lessons): the start page hides them too
         self.chrome = chrome.build(self)
         self.analysis = analysis.install(self)  # View → Compare…, history CSV, a candidate's profile after Apply
         self.chrome.schedule_combo.activated.connect(self._on_schedule_chosen)
@@ -134,6 +135,7 @@ class MainWindow(QMainWindow):
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
         self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
         self.lessons = install_lessons(self, (SETTINGS_ORG, SETTINGS_APP))  # the Lessons dock (issue 18 item 4)
+        self.added_docks += [self.teaching.dock, self.lessons.dock]
         self.setAcceptDrops(True)
 
         self.doc.pipeline_changed.connect(self._on_pipeline_changed)
@@ -311,6 +313,7 @@ class MainWindow(QMainWindow):
             self.editor_dock,
             self.measurement_dock,
             self.search_dock,
+            *self.added_docks,
         ]
 
     # --- opening ----------------------------------------------------------------------

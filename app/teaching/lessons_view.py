@@ -380,6 +380,8 @@ class Lessons:
         window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.dock)
         window.tabifyDockWidget(window.pipelines_dock, self.dock)
         window.pipelines_dock.raise_()
+        # View → Lessons, beside View → Teaching (before Presentation Mode)
+        window.chrome.view_menu.insertAction(window.teaching.presentation.action, self.dock.toggleViewAction())
 
     def open_lesson(self, lesson_id: str, hints: int = 0, run_check: bool = False, wait: bool = False) -> bool:
         """Show the dock on `lesson_id`, start it, reveal `hints` hints and optionally run its

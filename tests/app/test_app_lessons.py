@@ -144,3 +144,16 @@ def test_a_refused_edit_links_to_its_explanation(open_window, qtbot):
     w.editor.form.apply_button.click()
     assert "'y' is already used" in w.editor.error.text()
     assert w.editor.explanation is None and not w.editor.why.isVisible()
+
+
+def test_the_start_page_hides_the_lessons_dock_and_view_menu_shows_it_again(open_window, qtbot):
+    w = open_window("blur")
+    w.lessons.dock.show()
+    w.lessons.dock.raise_()
+    assert w.lessons.dock.isVisible()
+    w.show_start_page()
+    assert not w.lessons.dock.isVisible() and not w.teaching.dock.isVisible()
+    w.show_workspace()
+    qtbot.waitUntil(w.lessons.dock.isVisible)
+    toggle = w.lessons.dock.toggleViewAction()
+    assert toggle in w.chrome.view_menu.actions() and toggle.text() == "Lessons"
