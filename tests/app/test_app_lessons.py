@@ -157,3 +157,21 @@ def test_the_start_page_hides_the_lessons_dock_and_view_menu_shows_it_again(open
     qtbot.waitUntil(w.lessons.dock.isVisible)
     toggle = w.lessons.dock.toggleViewAction()
     assert toggle in w.chrome.view_menu.actions() and toggle.text() == "Lessons"
+
+
+def test_the_lesson_options_of_the_command_line(qapp, tmp_path, capsys):
+    from app.main import run_app
+
+    _forget_progress()
+    out = tmp_path / "lesson.png"
+    # a lesson started with a hint and its check run before the capture (which waits for it)
+    assert run_app(["--size", "small", "--lesson", "04_vectorize", "--lesson-hints", "1", "--lesson-check", "--screenshot", str(out)]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG")
+    assert run_app(["--lesson", "no_such_lesson", "--screenshot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no lesson 'no_such_lesson'" in err and "04_vectorize" in err and err.count("error:") == 1
+    # --lessons DIR lists a teacher's folder for this run
+    body = json.loads(SHIPPED[0].path.read_text())
+    body["id"] = "from_a_teacher"
+    (tmp_path / "mine.json").write_text(json.dumps(body))
+    assert run_app(["--size", "small", "--lessons", str(tmp_path), "--lesson", "from_a_teacher", "--screenshot", str(out)]) == 0
