@@ -136,6 +136,10 @@ def test_the_registry_finds_the_learned_placers(toy):
     assert result.policy == "rl" and len(result.curve) == 30
     assert result.train_s > 0
     assert math.isclose(result.simulation.makespan_s, optimum_s(toy), rel_tol=1e-6)
+    from engine.placement.policies import PolicyError
+
+    with pytest.raises(PolicyError, match="policy 'hrl': unknown option trian_s"):
+        place(toy, "hrl", trian_s=1.0)
 
 
 def test_a_briefly_trained_graph_network_places_an_unseen_toy_sensibly_and_fine_tunes(toy):

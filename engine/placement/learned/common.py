@@ -9,6 +9,7 @@ the simulator rejects (a device over its memory) costs a fixed penalty instead.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ import torch
 from networkx.utils import UnionFind
 
 from ..graph import OpGraph
-from ..policies import HEURISTICS, PLACERS, PlacementResult, Problem
+from ..policies import HEURISTICS, PLACERS, PlacementResult, PolicyError, Problem
 from ..simulator import Simulation, simulate
 
 P = ParamSpec("P")
@@ -32,6 +33,7 @@ __all__ = [
     "NODE_FEATURES",
     "Evaluator",
     "budget",
+    "check_options",
     "chain_groups",
     "colocation_groups",
     "device_costs",
@@ -64,6 +66,14 @@ def few_threads(fn: Callable[P, R]) -> Callable[P, R]:
             torch.set_num_threads(before)
 
     return wrapper
+
+
+def check_options(policy: str, fn: Callable[..., object], options: dict[str, object]) -> None:
+    """A PolicyError naming the options `fn` (a trainer: problem, seed, then its options) does not take."""
+    known = [name for name in inspect.signature(fn).parameters if name not in ("problem", "seed", "model")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise PolicyError(f"policy {policy!r}: unknown option {', '.join(unknown)} (options: {', '.join(known)})")
 
 
 def seeded(seed: int) -> torch.Generator:

@@ -42,7 +42,7 @@ from ..devices import Device, DeviceProfile, Link, load_profile, shipped_profile
 from ..graph import random_graph
 from ..policies import PlacementResult, Problem
 from ..simulator import Simulation
-from .common import FEATURES_VERSION, INVALID_COST, NODE_FEATURES, Evaluator, few_threads, node_features, seeded, warm_starts
+from .common import FEATURES_VERSION, INVALID_COST, NODE_FEATURES, Evaluator, check_options, few_threads, node_features, seeded, warm_starts
 
 __all__ = ["WEIGHTS", "GNNPlacer", "GNNRun", "load_policy", "place_gnn", "run_gnn", "train_gnn"]
 
@@ -284,6 +284,7 @@ def run_gnn(
 
 def place_gnn(problem: Problem, seed: int = 0, **options: object) -> PlacementResult:
     """The registry's placer ("gnn"): the shipped network; options as run_gnn's (init, rounds, samples, fine_tune_s)."""
+    check_options("gnn", run_gnn, options)
     return run_gnn(problem, seed, **options).result  # type: ignore[arg-type]
 
 

@@ -15,6 +15,7 @@ groupings scatter every chain), hence the co-location start (`group_start`).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -28,6 +29,7 @@ from .common import (
     Evaluator,
     budget,
     chain_groups,
+    check_options,
     colocation_groups,
     few_threads,
     majority,
@@ -145,11 +147,12 @@ def train_hrl(
     weight = [float(np.mean(row)) for row in problem.costs.seconds]
     target_groups = colocation_groups(problem.graph, n_groups, weight)
     t_groups = torch.as_tensor([target_groups])
+    half = started + train_s / 2 if steps is None else math.inf  # the warm starts take at most half a time budget
     if group_start:  # the grouper starts near the co-location groups (which the placer then learns to place)
-        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), imitation_steps, 1e-2, keep=0.9)
+        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), imitation_steps, 1e-2, keep=0.9, deadline=half)
     if cands:  # both start near the best heuristic's placement of those groups: n + G choices in all
         t_devices = torch.as_tensor([majority(cands[0][1], target_groups, n_groups, problem)])
-        imitate(lambda: joint(1, t_groups, t_devices)[2], n + n_groups, params, imitation_steps, 1e-2)
+        imitate(lambda: joint(1, t_groups, t_devices)[2], n + n_groups, params, imitation_steps, 1e-2, deadline=half)
 
     def sample(k: int) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
         placement, _, logp, ent = joint(k)
@@ -163,4 +166,5 @@ def train_hrl(
 
 def place_hrl(problem: Problem, seed: int = 0, **options: object) -> PlacementResult:
     """The registry's placer ("hrl"): options as train_hrl's."""
+    check_options("hrl", train_hrl, options)
     return train_hrl(problem, seed, **options).result  # type: ignore[arg-type]
