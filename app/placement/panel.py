@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from engine.ir import Pipeline
 from engine.placement.devices import ProfileError, shipped_profiles
-from engine.placement.policies import LEARNED_NAMES, PLACERS, PlacementResult, Problem, place
+from engine.placement.policies import BUDGET_OPTIONS, LEARNED_NAMES, PLACERS, PlacementResult, Problem, place
 
 from ..background import Background, Job, Outcome
 from .charts import DeviceGraph, Gantt, MemoryBars, TrainingCurve
@@ -44,7 +44,7 @@ def run_policy(problem: Problem, policy: str, seed: int, train_s: float, job: Jo
     """One policy on the worker thread; a learned one reports its curve as it trains."""
     options: dict[str, Any] = {}
     if policy in LEARNED_NAMES:
-        options = {"train_s": train_s, "progress": job.report, "cancel": job.cancel}
+        options = {BUDGET_OPTIONS[policy]: train_s, "progress": job.report, "cancel": job.cancel}
     return place(problem, policy, seed, **options)
 
 
@@ -260,7 +260,8 @@ class PlacementPanel(QWidget):
         if self.model.problem is None:
             return False
         try:
-            result = place(self.model.problem, policy, 0, **({"train_s": self.train_box.value()} if policy in LEARNED_NAMES else {}))
+            budget = {BUDGET_OPTIONS[policy]: self.train_box.value()} if policy in LEARNED_NAMES else {}
+            result = place(self.model.problem, policy, 0, **budget)
         except Exception as exc:  # noqa: BLE001  # shown, as the worker thread's failures are
             self._error(f"Placement failed: {type(exc).__name__}: {exc}")
             return False

@@ -190,3 +190,27 @@ def test_weights_of_another_feature_version_are_refused(tmp_path):
     torch.save({"features_version": -1, "hidden": 8, "layers": 1, "state": GNNPlacer(8, 1).state_dict()}, path)
     with pytest.raises(ValueError, match="features version -1"):
         load_policy(path)
+
+
+@pytest.mark.parametrize("policy", ["rl", "hrl", "gnn"])
+def test_a_learned_placer_reports_its_curve_while_it_trains_and_stops_when_cancelled(toy, policy):
+    """What the app's Placement tab relies on: `progress` gets the curve so far during
+    training, and setting `cancel` ends the training early with a valid placement."""
+    import threading
+    import time
+
+    seen: list[int] = []
+    cancel = threading.Event()
+
+    def progress(curve: tuple[float, ...]) -> None:
+        seen.append(len(curve))
+        if len(seen) == 2:
+            cancel.set()  # the user pressed Cancel while it trained
+
+    budget = {"rl": "train_s", "hrl": "train_s", "gnn": "fine_tune_s"}[policy]
+    t0 = time.perf_counter()
+    result = place(toy, policy, 0, **{budget: 60.0}, progress=progress, cancel=cancel)
+    assert time.perf_counter() - t0 < 30.0, "cancel did not stop a 60 s training"
+    assert len(seen) >= 2 and seen == sorted(seen) and seen[0] > 0
+    assert result.simulation.valid and len(result.placement) == len(toy.graph.nodes)
+    assert len(result.curve) >= seen[-1]

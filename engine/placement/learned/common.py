@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
@@ -33,6 +34,8 @@ __all__ = [
     "NODE_FEATURES",
     "Evaluator",
     "budget",
+    "Progress",
+    "Reporter",
     "check_options",
     "chain_groups",
     "colocation_groups",
@@ -44,6 +47,7 @@ __all__ = [
     "rl_budget",
     "seeded",
     "warm_starts",
+    "watched",
 ]
 
 THREADS = 1  # the placers' networks are small: more threads only contend (with the simulator, with other work)
@@ -66,6 +70,30 @@ def few_threads(fn: Callable[P, R]) -> Callable[P, R]:
             torch.set_num_threads(before)
 
     return wrapper
+
+
+Progress = Callable[[tuple[float, ...]], None]  # the training curve so far (the app's live chart)
+REPORT_EVERY_S = 0.2  # a live curve needs no more; every step would flood the GUI thread
+
+
+class Reporter:
+    """Hands the curve to `progress` at most every REPORT_EVERY_S (None: nobody is watching)."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.last = progress, 0.0
+
+    def __call__(self, curve: Sequence[float]) -> None:
+        now = time.perf_counter()
+        if self.progress is not None and now - self.last >= REPORT_EVERY_S:
+            self.last = now
+            self.progress(tuple(curve))
+
+
+def watched(go: Callable[[int], bool], cancel: threading.Event | None) -> Callable[[int], bool]:
+    """`go`, stopped early once `cancel` is set (the app's Cancel: the best placement so far is returned)."""
+    if cancel is None:
+        return go
+    return lambda k: go(k) and not cancel.is_set()
 
 
 def check_options(policy: str, fn: Callable[..., object], options: dict[str, object]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +43,20 @@ from ..devices import Device, DeviceProfile, Link, load_profile, shipped_profile
 from ..graph import random_graph
 from ..policies import PlacementResult, Problem
 from ..simulator import Simulation
-from .common import FEATURES_VERSION, INVALID_COST, NODE_FEATURES, Evaluator, check_options, few_threads, node_features, seeded, warm_starts
+from .common import (
+    FEATURES_VERSION,
+    INVALID_COST,
+    NODE_FEATURES,
+    Evaluator,
+    Progress,
+    Reporter,
+    check_options,
+    few_threads,
+    node_features,
+    seeded,
+    warm_starts,
+    watched,
+)
 
 __all__ = ["WEIGHTS", "GNNPlacer", "GNNRun", "load_policy", "place_gnn", "run_gnn", "train_gnn"]
 
@@ -248,6 +262,8 @@ def run_gnn(
     fine_tune_s: float = 0.0,
     fine_tune_steps: int | None = None,
     lr: float = 1e-3,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> GNNRun:
     """Place `problem` with the trained network (no retraining): one greedy episode and `samples` sampled
     ones from the initial placement, the best valid placement kept; then, if asked, fine-tune on it."""
@@ -267,8 +283,10 @@ def run_gnn(
         net = copy.deepcopy(net)  # fine-tuned for this graph only: the shipped (or given) network stays as it was
         opt = torch.optim.Adam(net.parameters(), lr=lr)
         deadline = time.perf_counter() + fine_tune_s
+        go = watched(lambda k: k < fine_tune_steps if fine_tune_steps is not None else time.perf_counter() < deadline, cancel)
+        report = Reporter(progress)
         step = 0
-        while (step < fine_tune_steps) if fine_tune_steps is not None else (time.perf_counter() < deadline):
+        while go(step):
             logp, ent, costs, best = _episode(net, st, ev, start, samples, rounds, gen)
             policy_best = min(policy_best, best)
             loss = _loss(logp, ent, costs, 1e-3)
@@ -276,6 +294,7 @@ def run_gnn(
             loss.backward()
             opt.step()
             curve.append(float(np.mean(np.minimum(costs[:, -1], INVALID_COST) ** 2)) * ev.reference)
+            report(curve)
             step += 1
     result = ev.result("gnn", started, curve)
     source = "policy" if ev.best_source == "policy" else f"start: {start_name}"

@@ -16,6 +16,7 @@ groupings scatter every chain), hence the co-location start (`group_start`).
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -27,6 +28,8 @@ from .common import (
     GROUP_FEATURES,
     NODE_FEATURES,
     Evaluator,
+    Progress,
+    Reporter,
     budget,
     chain_groups,
     check_options,
@@ -37,6 +40,7 @@ from .common import (
     rl_budget,
     seeded,
     warm_starts,
+    watched,
 )
 from .rl import RLRun, Seq2SeqPlacer, imitate, reinforce
 
@@ -107,8 +111,11 @@ def train_hrl(
     warm_start: bool = True,
     group_start: bool = True,
     imitation_steps: int = 50,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> RLRun:
     """Train grouper and placer jointly on `problem`; same seed and `steps` give the same result.
+    `progress` and `cancel` as train_rl's.
 
     `group_start`: first train the grouper alone to imitate the co-location groups (common.colocation_groups);
     `warm_start`: then both to imitate the best heuristic's placement of them, which are also candidates."""
@@ -158,8 +165,8 @@ def train_hrl(
         placement, _, logp, ent = joint(k)
         return placement.tolist(), logp, ent
 
-    go = budget(rl_budget(train_s, started), steps)
-    curve, policy_best = reinforce(ev, sample, params, go, samples, lr, entropy)
+    go = watched(budget(rl_budget(train_s, started), steps), cancel)
+    curve, policy_best = reinforce(ev, sample, params, go, samples, lr, entropy, report=Reporter(progress))
     result = ev.result("hrl", started, curve)
     return RLRun(result, ev.best_source, n_groups, len(curve), ev.calls, policy_best, warm_best)
 

@@ -20,6 +20,7 @@ worse than the best heuristic; `warm_start=False` gives the paper's cold start.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from .common import (
     GROUP_FEATURES,
     INVALID_COST,
     Evaluator,
+    Progress,
+    Reporter,
     budget,
     check_options,
     colocation_groups,
@@ -44,6 +47,7 @@ from .common import (
     rl_budget,
     seeded,
     warm_starts,
+    watched,
 )
 
 __all__ = ["RLRun", "Seq2SeqPlacer", "place_rl", "reinforce", "train_rl"]
@@ -134,6 +138,7 @@ def reinforce(
     lr: float,
     entropy: float,
     decay: float = 0.9,
+    report: Callable[[Sequence[float]], None] | None = None,
 ) -> tuple[list[float], float]:
     """REINFORCE: cost √makespan (fixed cost if invalid), EMA baseline, several samples per step.
 
@@ -162,6 +167,8 @@ def reinforce(
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         curve.append(float(np.mean(np.minimum(costs, INVALID_COST) ** 2)) * evaluator.reference)
+        if report is not None:
+            report(curve)
         step += 1
     return curve, best
 
@@ -206,11 +213,14 @@ def train_rl(
     entropy: float = 1e-2,
     warm_start: bool = True,
     imitation_steps: int = 50,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> RLRun:
     """Train the seq2seq placer on `problem` (for `steps` steps, else for `train_s` seconds).
 
     Same seed and same `steps` give the same result; a time budget gives as many steps as the
-    machine manages (the curve's length says how many).
+    machine manages (the curve's length says how many). `progress` gets the curve while it
+    trains; `cancel`, once set, stops the training (the best placement so far is the answer).
     """
     started = time.perf_counter()
     gen = seeded(seed)
@@ -241,8 +251,8 @@ def train_rl(
             1e-2,
             deadline=started + train_s / 2 if steps is None else math.inf,  # by steps: reproducible
         )
-    go = budget(rl_budget(train_s, started), steps)
-    curve, policy_best = reinforce(ev, sample, list(model.parameters()), go, samples, lr, entropy)
+    go = watched(budget(rl_budget(train_s, started), steps), cancel)
+    curve, policy_best = reinforce(ev, sample, list(model.parameters()), go, samples, lr, entropy, report=Reporter(progress))
     with torch.no_grad():  # the trained policy's own choice, a candidate too
         greedy, _, _ = model(gfeat, dcost, 1, greedy=True)
     gsim = ev.simulate(greedy[0, index].tolist())
