@@ -10,7 +10,7 @@ from typing import Any
 
 import networkx as nx
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 
 from engine.placement.devices import DeviceProfile
@@ -38,7 +38,7 @@ def device_legend(profile: DeviceProfile) -> list[str]:
 
 class DeviceGraph(Chart):
     """The stage DAG, laid out left to right, each stage a dot in its device's colour.
-    Clicking a stage selects it; right-click on a stage offers its device (`move_requested`)."""
+    Clicking a stage selects it; the right-click menu then offers its device (`move_requested`)."""
 
     export_name = "placement-graph"
     stage_clicked = Signal(int)
@@ -108,7 +108,7 @@ class DeviceGraph(Chart):
             pen = pg.mkPen("#ffffff" if i != self.selected else "#d62728", width=1 if i != self.selected else 3)
             spots.append({"pos": self.centers[i], "brush": pg.mkBrush(device_color(d)), "pen": pen, "data": i})
         self.dots.setData(spots)
-        self.show_plot(device_legend(self.profile) + ["click a stage to select it; right-click to move it"])
+        self.show_plot(device_legend(self.profile) + ["click a stage to select it, right-click to move it"])
 
     def _tip(self, x: float, y: float, data: int) -> str:
         if self.graph is None or self.profile is None:
@@ -117,26 +117,20 @@ class DeviceGraph(Chart):
         dev = self.profile.devices[self.placement[data]].name if data < len(self.placement) else "?"
         return f"{n.name} ({n.kind}) on {dev}\n{n.flops / 1e6:.2f} MFLOP, output {n.output_bytes / 1e6:.2f} MB"
 
-    def _on_clicked(self, _item: object, points: Any, event: Any) -> None:
-        if not len(points):
-            return
-        node = int(points[0].data())
-        self.stage_clicked.emit(node)
-        if event is not None and event.button() == Qt.MouseButton.RightButton:
-            self._device_menu(node, event.screenPos())
+    def _on_clicked(self, _item: object, points: Any, _event: Any) -> None:
+        if len(points):
+            self.stage_clicked.emit(int(points[0].data()))
 
-    def _device_menu(self, node: int, where: QPointF) -> None:
-        from PySide6.QtWidgets import QMenu  # noqa: PLC0415
-
-        if self.profile is None:
+    def extend_menu(self, menu: Any) -> None:
+        """Right-click: the selected stage's device (after the chart's exports)."""
+        if self.profile is None or self.graph is None or self.selected is None or self.selected >= len(self.placement):
             return
-        menu = QMenu(self)
+        node = self.selected
         for d, dev in enumerate(self.profile.devices):
-            act = menu.addAction(f"Place on {dev.name} ({dev.kind})")
+            act = menu.addAction(f"Place {self.graph.nodes[node].name} on {dev.name} ({dev.kind})")
             act.setCheckable(True)
             act.setChecked(d == self.placement[node])
             act.triggered.connect(lambda _=False, d=d: self.move_requested.emit(node, d))
-        menu.popup(where.toPoint())
 
     def data_table(self) -> Table:
         if self.graph is None or self.profile is None:
@@ -259,7 +253,9 @@ class MemoryBars(Chart):
 
 
 class TrainingCurve(Chart):
-    """A learned policy's makespan per training step (simulated), and the best so far."""
+    """A learned policy's training curve: per step, the mean simulated makespan of its samples
+    (an out-of-memory one counted at its penalty), and the lowest step so far. The answer is the
+    best valid placement seen, shown in the summary, not a point of this curve."""
 
     export_name = "placement-training"
     updated = Signal(int)  # the curve's length, after each update (live while a policy trains)
@@ -289,9 +285,9 @@ class TrainingCurve(Chart):
         self.item.plot(list(range(len(best))), best, pen=pg.mkPen("#2b62b8", width=2))
         self.show_plot(
             [
-                f"<b>{self.policy}</b> training (simulated makespan)",
-                swatch(QColor("#9bb7e0"), "per step"),
-                swatch(QColor("#2b62b8"), f"best {best[-1]:.3f} ms"),
+                f"<b>{self.policy}</b> training (simulated)",
+                swatch(QColor("#9bb7e0"), "mean of each step's samples (an invalid one at its penalty)"),
+                swatch(QColor("#2b62b8"), f"lowest step so far {best[-1]:.3f} ms"),
             ]
         )
 

@@ -31,6 +31,7 @@ from engine.placement.devices import ProfileError, shipped_profiles
 from engine.placement.policies import BUDGET_OPTIONS, LEARNED_NAMES, PLACERS, PlacementResult, Problem, place
 
 from ..background import Background, Job, Outcome
+from ..flow_row import FlowRow
 from .charts import DeviceGraph, Gantt, MemoryBars, TrainingCurve
 from .commands import SetPlacement, move_stage
 from .model import DEFAULT_PROFILE, PlacementModel
@@ -38,6 +39,16 @@ from .model import DEFAULT_PROFILE, PlacementModel
 LOCAL = "local"
 DEFAULT_POLICY = "etf"
 ERROR_STYLE = "color: #c0392b"
+
+
+def _labelled(text: str, box: QWidget) -> QWidget:
+    """A label and its box as one piece of a wrapping bar."""
+    w = QWidget()
+    lay = QHBoxLayout(w)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.addWidget(QLabel(text))
+    lay.addWidget(box)
+    return w
 
 
 def run_policy(problem: Problem, policy: str, seed: int, train_s: float, job: Job) -> PlacementResult:
@@ -124,18 +135,19 @@ class PlacementPanel(QWidget):
         self.message.setStyleSheet(ERROR_STYLE)
         self.message.hide()
 
-        bar = QHBoxLayout()
-        controls: tuple[QWidget, ...] = (
-            QLabel("Devices"),
-            self.profile_box,
-            QLabel("Policy"),
-            self.policy_box,
-            QLabel("Train"),
-            self.train_box,
+        # The bar wraps onto more lines in a narrow window (a label stays with its box).
+        bar = FlowRow(
+            [
+                _labelled("Devices", self.profile_box),
+                _labelled("Policy", self.policy_box),
+                _labelled("Train", self.train_box),
+                self.place_button,
+                self.run_button,
+                self.cancel_button,
+                self.undo_button,
+                self.redo_button,
+            ]
         )
-        for w in (*controls, self.place_button, self.run_button, self.cancel_button, self.undo_button, self.redo_button):
-            bar.addWidget(w)
-        bar.addStretch(1)
         stage_row = QHBoxLayout()
         stage_row.addWidget(self.stage_label)
         stage_row.addWidget(self.device_box)
@@ -169,12 +181,18 @@ class PlacementPanel(QWidget):
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(bar)
+        lay.addWidget(bar)
         lay.addWidget(self.message)
         lay.addWidget(self.summary)
         lay.addLayout(stage_row)
         lay.addWidget(split, 1)
         self._sync_buttons()
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802  # Qt override
+        # In a scroll area: scroll only below the height the panel needs at this width. (The
+        # default adds up the charts' preferred heights: a 1115 px tall tab in a 500 px window.)
+        layout = self.layout()
+        return layout.totalMinimumHeightForWidth(width) if layout is not None else super().heightForWidth(width)
 
     # --- the problem ------------------------------------------------------------------
     def set_pipeline(self, p: Pipeline | None) -> None:

@@ -67,6 +67,14 @@ def test_moving_a_stage_by_hand_updates_the_makespan_and_undo_restores_it(qtbot,
     assert not panel.move_stage(node, 1)  # already there: no edit
     panel.undo_stack.undo()
     assert m.placed.placement == before.placement and m.placed.label == before.label
+    # The graph's right-click menu moves the selected stage (after the chart's exports).
+    panel.select_stage(node)
+    moves = [a for a in panel.graph_chart.export.menu().actions() if a.text().startswith("Place ")]
+    assert len(moves) == len(m.problem.profile.devices) and moves[0].isChecked()
+    moves[1].trigger()
+    assert m.placed.placement[node] == 1
+    panel.undo_stack.undo()
+    assert m.placed.placement == before.placement
     # The selected stage's device box edits the same way.
     panel.select_stage(0)
     panel.device_box.setCurrentIndex(1)
