@@ -123,14 +123,8 @@ class _Grid:
 
 def _buffers(t: Trace) -> list[_Grid]:
     """Producers computed at the stage's loops (their touched box), then the stage itself."""
-    boxes: dict[str, list[list[int]]] = {}
-    for st in t.steps:
-        for pr in st.producer_cells:
-            h = boxes.setdefault(pr.producer, [[a, b] for a, b in pr.box])
-            for hh, (a, b) in zip(h, pr.box):
-                hh[0], hh[1] = min(hh[0], a), max(hh[1], b)
     grids = []
-    for q, h in boxes.items():
+    for q, h in t.producer_boxes().items():
         alloc = t.allocations.get(q)
         title = q
         if alloc is not None:

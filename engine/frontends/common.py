@@ -16,9 +16,10 @@ import re
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +34,28 @@ LIBM_NAMES = frozenset(
     "exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh "
     "erf erfc pow abs fabs floor ceil round trunc fmod fmin fmax hypot lgamma tgamma main malloc free memcpy memset".split()
 )
+
+
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def handler_registry(handlers: dict[str, H]) -> Callable[..., Callable[[H], H]]:
+    """`@handles("OpA", "OpB")` for a frontend's op table: registers the function under each name."""
+
+    def handles(*ops: str) -> Callable[[H], H]:
+        def deco(fn: H) -> H:
+            for op in ops:
+                handlers[op] = fn
+            return fn
+
+        return deco
+
+    return handles
+
+
+def ints(v: Any) -> list[int]:
+    """An attribute or constant (scalar, list, array) as a flat list of ints."""
+    return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
 class ModelImportError(ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor_ops import axis_index, axis_indices
-from .common import Emitter, Unsupported, Value
+from .common import Emitter, Unsupported, Value, handler_registry, ints
 from .nd_conv import check_window
 
 
@@ -50,17 +50,7 @@ Handler = Callable[[Ctx, Node, list[Any]], list[Value]]
 HANDLERS: dict[str, Handler] = {}
 
 
-def handles(*ops: str) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
-        for op in ops:
-            HANDLERS[op] = fn
-        return fn
-
-    return deco
-
-
-def _ints(v: Any) -> list[int]:
-    return [int(x) for x in np.asarray(v).reshape(-1)]
+handles = handler_registry(HANDLERS)
 
 
 # --- pass-through and elementwise ------------------------------------------------------
@@ -174,13 +164,13 @@ def _window(node: Node, spatial: int, kernel: list[int]) -> tuple[list[int], lis
     """The node's strides and dilations (default 1), with every window attribute it has
     checked against its `spatial` axes before anything divides by a stride or indexes a list."""
     a = node.attrs
-    strides, dil = _ints(a.get("strides", [1] * spatial)), _ints(a.get("dilations", [1] * spatial))
-    opt = {k: _ints(a[k]) for k in ("pads", "output_padding") if k in a}
+    strides, dil = ints(a.get("strides", [1] * spatial)), ints(a.get("dilations", [1] * spatial))
+    opt = {k: ints(a[k]) for k in ("pads", "output_padding") if k in a}
     check_window(node.op, spatial, kernel=kernel, strides=strides, dilations=dil, **opt)
     if a.get("auto_pad", "NOTSET") not in AUTO_PADS:
         raise ValueError(f"attribute 'auto_pad' is {a['auto_pad']!r}: expected one of {', '.join(AUTO_PADS)}")
-    if "kernel_shape" in a and _ints(a["kernel_shape"]) != kernel:
-        raise ValueError(f"attribute 'kernel_shape' {_ints(a['kernel_shape'])} differs from the weight's spatial shape {kernel}")
+    if "kernel_shape" in a and ints(a["kernel_shape"]) != kernel:
+        raise ValueError(f"attribute 'kernel_shape' {ints(a['kernel_shape'])} differs from the weight's spatial shape {kernel}")
     return strides, dil
 
 
@@ -189,7 +179,7 @@ def _pads(cx: Ctx, node: Node, in_hw: tuple[int, ...], kernel: list[int], stride
     auto = node.attrs.get("auto_pad", "NOTSET")
     nd = len(kernel)
     if auto in ("NOTSET", "VALID"):
-        return _ints(node.attrs.get("pads", [0] * 2 * nd)) if auto == "NOTSET" else [0] * 2 * nd
+        return ints(node.attrs.get("pads", [0] * 2 * nd)) if auto == "NOTSET" else [0] * 2 * nd
     begin, end = [], []
     for n, k, s, d in zip(in_hw, kernel, strides, dil):
         out = -(-n // s)
@@ -227,9 +217,9 @@ def _conv(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     else:
         if "output_shape" in a or a.get("auto_pad", "NOTSET") != "NOTSET":
             raise Unsupported("ConvTranspose with output_shape or auto_pad (explicit pads are mapped)")
-        raw = _ints(a.get("pads", [0] * (4 - 2 * one_d)))
+        raw = ints(a.get("pads", [0] * (4 - 2 * one_d)))
         pads = [0, raw[0], 0, raw[1]] if one_d else raw
-        opad = pad1(_ints(a.get("output_padding", [0] * (2 - one_d))), 0)
+        opad = pad1(ints(a.get("output_padding", [0] * (2 - one_d))), 0)
         out = em.b.conv_transpose(
             em.name(cx.hint), em.tensor(x), em.tensor(w, f"{cx.hint}_W"), _opt(em, bias, f"{cx.hint}_B"), strides, pads, dil, groups, opad
         )
@@ -272,7 +262,7 @@ def _pool(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     em, a = cx.em, node.attrs
     if len([o for o in node.outputs if o]) > 1:
         raise Unsupported("MaxPool with an Indices output")
-    kernel = _ints(a["kernel_shape"])
+    kernel = ints(a["kernel_shape"])
     if len(kernel) != 2:
         raise Unsupported(f"{len(kernel)}-D pooling (2-D is mapped)")
     strides, dil = _window(node, 2, kernel)
@@ -315,9 +305,9 @@ def _softmax(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 def _reduce(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     rank = len(cx.em.shape(ins[0]))
     if len(ins) > 1 and ins[1] is not None:
-        axes = _ints(cx.const(ins[1], "reduction axes"))
+        axes = ints(cx.const(ins[1], "reduction axes"))
     else:
-        axes = _ints(node.attrs.get("axes", []))
+        axes = ints(node.attrs.get("axes", []))
     if not axes:
         if node.attrs.get("noop_with_empty_axes", 0):
             return [ins[0]]
@@ -334,7 +324,7 @@ def _reduce(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 @handles("Reshape")
 def _reshape(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     old = cx.em.shape(ins[0])
-    target = _ints(cx.const(ins[1], "the target shape"))
+    target = ints(cx.const(ins[1], "the target shape"))
     if not node.attrs.get("allowzero", 0):
         target = [old[k] if t == 0 else t for k, t in enumerate(target)]
     if -1 in target:
@@ -352,8 +342,8 @@ def _flatten(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 
 def _axes(cx: Ctx, node: Node, ins: list[Any]) -> list[int] | None:
     if len(ins) > 1 and ins[1] is not None:
-        return _ints(cx.const(ins[1], "axes"))
-    return _ints(node.attrs["axes"]) if "axes" in node.attrs else None
+        return ints(cx.const(ins[1], "axes"))
+    return ints(node.attrs["axes"]) if "axes" in node.attrs else None
 
 
 @handles("Squeeze", "Unsqueeze")
@@ -374,13 +364,13 @@ def _squeeze(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 @handles("Transpose")
 def _transpose(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     rank = len(cx.em.shape(ins[0]))
-    perm = _ints(node.attrs.get("perm", list(range(rank))[::-1]))
+    perm = ints(node.attrs.get("perm", list(range(rank))[::-1]))
     return [cx.em.transpose(ins[0], perm, cx.hint)]
 
 
 @handles("Expand")
 def _expand(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
-    return [cx.em.expand(ins[0], tuple(_ints(cx.const(ins[1], "the target shape"))), cx.hint)]
+    return [cx.em.expand(ins[0], tuple(ints(cx.const(ins[1], "the target shape"))), cx.hint)]
 
 
 @handles("Concat")
@@ -395,9 +385,9 @@ def _split(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     axis = axis_index(int(node.attrs.get("axis", 0)), len(shape))
     n_out = len(node.outputs)
     if len(ins) > 1 and ins[1] is not None:
-        sizes = _ints(cx.const(ins[1], "split sizes"))
+        sizes = ints(cx.const(ins[1], "split sizes"))
     elif "split" in node.attrs:
-        sizes = _ints(node.attrs["split"])
+        sizes = ints(node.attrs["split"])
     else:
         per = -(-shape[axis] // n_out)
         sizes = [min(per, shape[axis] - k * per) for k in range(n_out)]
@@ -412,13 +402,13 @@ def _split(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 def _slice(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     rank = len(cx.em.shape(ins[0]))
     if cx.opset < 10:
-        starts, ends = _ints(node.attrs["starts"]), _ints(node.attrs["ends"])
-        axes = _ints(node.attrs.get("axes", list(range(len(starts)))))
+        starts, ends = ints(node.attrs["starts"]), ints(node.attrs["ends"])
+        axes = ints(node.attrs.get("axes", list(range(len(starts)))))
         steps = [1] * len(starts)
     else:
-        starts, ends = _ints(cx.const(ins[1], "Slice starts")), _ints(cx.const(ins[2], "Slice ends"))
-        axes = _ints(cx.const(ins[3], "Slice axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
-        steps = _ints(cx.const(ins[4], "Slice steps")) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+        starts, ends = ints(cx.const(ins[1], "Slice starts")), ints(cx.const(ins[2], "Slice ends"))
+        axes = ints(cx.const(ins[3], "Slice axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
+        steps = ints(cx.const(ins[4], "Slice steps")) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
     return [cx.em.slice(ins[0], [axis_index(a, rank) for a in axes], starts, ends, steps, cx.hint)]
 
 
@@ -427,7 +417,7 @@ def _gather(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     idx = cx.const(ins[1], "Gather indices")
     if idx.ndim > 1:
         raise Unsupported("Gather with multi-dimensional indices")
-    indices: int | list[int] = int(idx) if idx.ndim == 0 else _ints(idx)
+    indices: int | list[int] = int(idx) if idx.ndim == 0 else ints(idx)
     if isinstance(indices, int) and len(cx.em.shape(ins[0])) == 1:
         raise Unsupported("Gather of one element of a 1-D tensor gives a rank-0 tensor, which the IR does not have")
     name = cx.em.b.gather(cx.em.name(cx.hint), cx.em.tensor(ins[0]), int(node.attrs.get("axis", 0)), indices)
@@ -442,12 +432,12 @@ def _pad(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     if mode not in ("constant", "edge", "reflect"):
         raise Unsupported(f"Pad mode {mode!r}")
     if cx.opset < 11:
-        pads, value = _ints(node.attrs["pads"]), float(node.attrs.get("value", 0.0))
+        pads, value = ints(node.attrs["pads"]), float(node.attrs.get("value", 0.0))
         axes = list(range(len(shape)))
     else:
-        pads = _ints(cx.const(ins[1], "Pad pads"))
+        pads = ints(cx.const(ins[1], "Pad pads"))
         value = float(cx.const(ins[2], "Pad value").reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else 0.0
-        axes = _ints(cx.const(ins[3], "Pad axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(shape)))
+        axes = ints(cx.const(ins[3], "Pad axes")) if len(ins) > 3 and ins[3] is not None else list(range(len(shape)))
     if len(pads) != 2 * len(axes):
         raise ValueError(f"Pad has {len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
     before, after = [0] * len(shape), [0] * len(shape)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor_ops import axis_index, axis_indices
-from .common import Emitter, Unsupported, Value
+from .common import Emitter, Unsupported, Value, handler_registry, ints
 
 MISSING = object()  # an output a handler does not produce (e.g. FusedBatchNorm's statistics)
 
@@ -58,17 +58,7 @@ Handler = Callable[[Ctx, list[Any]], list[Any]]
 HANDLERS: dict[str, Handler] = {}
 
 
-def handles(*ops: str) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
-        for op in ops:
-            HANDLERS[op] = fn
-        return fn
-
-    return deco
-
-
-def _ints(v: Any) -> list[int]:
-    return [int(x) for x in np.asarray(v).reshape(-1)]
+handles = handler_registry(HANDLERS)
 
 
 def _fmt(cx: Ctx) -> str:
@@ -136,7 +126,7 @@ def _pow(cx: Ctx, ins: list[Any]) -> list[Any]:
 
 @handles("BroadcastTo")
 def _broadcast_to(cx: Ctx, ins: list[Any]) -> list[Any]:
-    return [cx.em.expand(ins[0], tuple(_ints(cx.const(ins[1], "the target shape"))), cx.hint)]
+    return [cx.em.expand(ins[0], tuple(ints(cx.const(ins[1], "the target shape"))), cx.hint)]
 
 
 @handles("SquaredDifference")
@@ -262,7 +252,7 @@ def _batch_matmul(cx: Ctx, ins: list[Any]) -> list[Any]:
 
 # --- convolution and pooling -------------------------------------------------------------
 def _spatial(cx: Ctx, attr: str, fmt: str, default: int = 1) -> list[int]:
-    v = _ints(cx.node.attrs.get(attr, [default] * 4))
+    v = ints(cx.node.attrs.get(attr, [default] * 4))
     if len(v) != 4:
         raise ValueError(f"attribute {attr!r} is {v}: a 2-D {cx.node.op} needs 4 values (one per axis of {fmt})")
     if (v[0], v[3] if fmt == "NHWC" else v[1]) != (1, 1):
@@ -277,7 +267,7 @@ def _pads(cx: Ctx, hw: tuple[int, ...], kernel: list[int], strides: list[int], d
     if mode == "VALID":
         return [0, 0, 0, 0]
     if mode == "EXPLICIT":
-        p = _ints(cx.node.attrs.get("explicit_paddings", []))
+        p = ints(cx.node.attrs.get("explicit_paddings", []))
         if len(p) != 8:
             raise ValueError(f"attribute 'explicit_paddings' has {len(p)} values; a 2-D {cx.node.op} needs 8")
         pairs = [p[2:4], p[4:6]] if fmt == "NHWC" else [p[4:6], p[6:8]]
@@ -334,7 +324,7 @@ def _conv_transpose(cx: Ctx, ins: list[Any]) -> list[Any]:
     convolution from `input_sizes` to this input, as a transposed convolution whose output
     padding makes it exactly `input_sizes`."""
     em, fmt = cx.em, _fmt(cx)
-    sizes = _ints(cx.const(ins[0], "input_sizes"))
+    sizes = ints(cx.const(ins[0], "input_sizes"))
     f, x = cx.const(ins[1], "Conv2DBackpropInput filter"), ins[2]
     if f.ndim != 4 or len(sizes) != 4:
         raise ValueError(f"filter of shape {list(f.shape)} / input_sizes {sizes}: a 2-D transposed convolution needs 4 of each")
@@ -390,7 +380,7 @@ def _fused_batchnorm(cx: Ctx, ins: list[Any]) -> list[Any]:
 @handles("Mean", "Sum", "Max", "Min")
 def _reduce(cx: Ctx, ins: list[Any]) -> list[Any]:
     rank = len(cx.em.shape(ins[0]))
-    axes = _ints(cx.const(ins[1], "reduction axes"))
+    axes = ints(cx.const(ins[1], "reduction axes"))
     if not axes:
         return [ins[0]]
     kind = cx.node.op.lower()
@@ -411,7 +401,7 @@ def _softmax(cx: Ctx, ins: list[Any]) -> list[Any]:
 @handles("Reshape")
 def _reshape(cx: Ctx, ins: list[Any]) -> list[Any]:
     old = cx.em.shape(ins[0])
-    target = _ints(cx.const(ins[1], "the target shape"))
+    target = ints(cx.const(ins[1], "the target shape"))
     if target.count(-1) > 1:
         raise ValueError(f"target shape {target} has more than one -1")
     if -1 in target:
@@ -425,7 +415,7 @@ def _reshape(cx: Ctx, ins: list[Any]) -> list[Any]:
 @handles("Squeeze")
 def _squeeze(cx: Ctx, ins: list[Any]) -> list[Any]:
     shape = cx.em.shape(ins[0])
-    dims = _ints(cx.node.attrs.get("squeeze_dims", []))
+    dims = ints(cx.node.attrs.get("squeeze_dims", []))
     drop = axis_indices(dims, len(shape)) if dims else [k for k, n in enumerate(shape) if n == 1]
     if any(shape[k] != 1 for k in drop):
         raise ValueError(f"squeeze of axes {drop} of shape {list(shape)}: not all of size 1")
@@ -436,19 +426,19 @@ def _squeeze(cx: Ctx, ins: list[Any]) -> list[Any]:
 @handles("ExpandDims")
 def _expand_dims(cx: Ctx, ins: list[Any]) -> list[Any]:
     shape = list(cx.em.shape(ins[0]))
-    axis = axis_index(_ints(cx.const(ins[1], "ExpandDims axis"))[0], len(shape), inclusive=True)
+    axis = axis_index(ints(cx.const(ins[1], "ExpandDims axis"))[0], len(shape), inclusive=True)
     return [cx.em.reshape(ins[0], (*shape[:axis], 1, *shape[axis:]), cx.hint, "ExpandDims")]
 
 
 @handles("Transpose")
 def _transpose(cx: Ctx, ins: list[Any]) -> list[Any]:
-    return [cx.em.transpose(ins[0], _ints(cx.const(ins[1], "the permutation")), cx.hint)]
+    return [cx.em.transpose(ins[0], ints(cx.const(ins[1], "the permutation")), cx.hint)]
 
 
 @handles("ConcatV2")
 def _concat(cx: Ctx, ins: list[Any]) -> list[Any]:
     rank = len(cx.em.shape(ins[0]))
-    axis = axis_index(_ints(cx.const(ins[-1], "the concat axis"))[0], rank)
+    axis = axis_index(ints(cx.const(ins[-1], "the concat axis"))[0], rank)
     return [cx.em.concat(list(ins[:-1]), axis, cx.hint)]
 
 
@@ -490,7 +480,7 @@ def _split_at(cx: Ctx, x: Value, axis: int, sizes: list[int]) -> list[Any]:
 def _split(cx: Ctx, ins: list[Any]) -> list[Any]:
     dim, x = ins
     shape = cx.em.shape(x)
-    axis = axis_index(_ints(cx.const(dim, "the split axis"))[0], len(shape))
+    axis = axis_index(ints(cx.const(dim, "the split axis"))[0], len(shape))
     n = int(cx.node.attrs.get("num_split", 1))
     if n <= 0 or shape[axis] % n:
         raise ValueError(f"axis {axis} of size {shape[axis]} does not split into {n} equal parts")
@@ -501,8 +491,8 @@ def _split(cx: Ctx, ins: list[Any]) -> list[Any]:
 def _split_v(cx: Ctx, ins: list[Any]) -> list[Any]:
     x, sizes_v, dim = ins
     shape = cx.em.shape(x)
-    axis = axis_index(_ints(cx.const(dim, "the split axis"))[0], len(shape))
-    sizes = _ints(cx.const(sizes_v, "the split sizes"))
+    axis = axis_index(ints(cx.const(dim, "the split axis"))[0], len(shape))
+    sizes = ints(cx.const(sizes_v, "the split sizes"))
     if sizes.count(-1) == 1:
         sizes[sizes.index(-1)] = shape[axis] - (sum(sizes) + 1)
     return _split_at(cx, x, axis, sizes)
@@ -511,7 +501,7 @@ def _split_v(cx: Ctx, ins: list[Any]) -> list[Any]:
 @handles("Slice")
 def _slice(cx: Ctx, ins: list[Any]) -> list[Any]:
     shape = cx.em.shape(ins[0])
-    begin, size = _ints(cx.const(ins[1], "Slice begin")), _ints(cx.const(ins[2], "Slice size"))
+    begin, size = ints(cx.const(ins[1], "Slice begin")), ints(cx.const(ins[2], "Slice size"))
     if len(begin) != len(shape) or len(size) != len(shape):
         raise ValueError(f"Slice begin {begin} / size {size} do not match rank {len(shape)}")
     ends = [n if s == -1 else b + s for b, s, n in zip(begin, size, shape)]
@@ -530,8 +520,8 @@ def _strided_slice(cx: Ctx, ins: list[Any]) -> list[Any]:
     followed by a reshape view."""
     a = cx.node.attrs
     shape = cx.em.shape(ins[0])
-    begin, end = _ints(cx.const(ins[1], "StridedSlice begin")), _ints(cx.const(ins[2], "StridedSlice end"))
-    strides = _ints(cx.const(ins[3], "StridedSlice strides"))
+    begin, end = ints(cx.const(ins[1], "StridedSlice begin")), ints(cx.const(ins[2], "StridedSlice end"))
+    strides = ints(cx.const(ins[3], "StridedSlice strides"))
     bm, em_, ell, new, shrink = (int(a.get(k, 0)) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"))
     if bin(ell).count("1") > 1:
         raise ValueError("StridedSlice with more than one ellipsis")
@@ -585,8 +575,8 @@ def _gather(cx: Ctx, ins: list[Any]) -> list[Any]:
     if idx.ndim > 1:
         raise Unsupported("GatherV2 with multi-dimensional indices")
     rank = len(cx.em.shape(ins[0]))
-    axis = axis_index(_ints(cx.const(ins[2], "the gather axis"))[0], rank)
-    indices: int | list[int] = int(idx) if idx.ndim == 0 else _ints(idx)
+    axis = axis_index(ints(cx.const(ins[2], "the gather axis"))[0], rank)
+    indices: int | list[int] = int(idx) if idx.ndim == 0 else ints(idx)
     if isinstance(indices, int) and rank == 1:
         raise Unsupported("gather of one element of a 1-D tensor gives a rank-0 tensor, which the IR does not have")
     name = cx.em.b.gather(cx.em.name(cx.hint), cx.em.tensor(ins[0]), axis, indices)

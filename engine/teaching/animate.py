@@ -90,13 +90,7 @@ class _Grid:
 
 def _layout(t: Trace, opts: AnimOptions) -> tuple[list[_Grid], int, int, int]:
     """Grids left to right (producers first), the image size and where the text starts."""
-    boxes: dict[str, list[list[int]]] = {}
-    for st in t.steps:
-        for pr in st.producer_cells:
-            h = boxes.setdefault(pr.producer, [[a, b] for a, b in pr.box])
-            for hh, (a, b) in zip(h, pr.box):
-                hh[0], hh[1] = min(hh[0], a), max(hh[1], b)
-    bufs = [(q, tuple(a for a, _ in h), tuple(b - a + 1 for a, b in h)) for q, h in boxes.items()]
+    bufs = [(q, tuple(a for a, _ in h), tuple(b - a + 1 for a, b in h)) for q, h in t.producer_boxes().items()]
     bufs.append((t.stage, tuple(0 for _ in t.extent), t.extent))
     dims = [(math.prod(s[:-1]) if len(s) > 1 else 1, s[-1]) for _, _, s in bufs]
     biggest = max(max(r, c) for r, c in dims)

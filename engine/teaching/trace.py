@@ -132,6 +132,18 @@ class Trace:
     def definition_loops(self, update: bool) -> tuple[TraceLoop, ...]:
         return tuple(lp for lp in self.loops if lp.update == update)
 
+    def producer_boxes(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        """Per producer computed at the stage's loops, the box its regions touched over the
+        whole trace (inclusive bounds per dim), in the order they first appear: what a picture
+        of the trace draws for each producer."""
+        boxes: dict[str, list[list[int]]] = {}
+        for st in self.steps:
+            for pr in st.producer_cells:
+                box = boxes.setdefault(pr.producer, [[a, b] for a, b in pr.box])
+                for dim, (a, b) in zip(box, pr.box, strict=True):
+                    dim[0], dim[1] = min(dim[0], a), max(dim[1], b)
+        return {q: tuple((a, b) for a, b in box) for q, box in boxes.items()}
+
 
 # --- index maps: loop variables -> the stage's coordinates -----------------------------------
 class _Guarded(Exception):
