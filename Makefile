@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(PY) main.py $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25  # the slowest tests listed: the suite must stay well under 15 minutes
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

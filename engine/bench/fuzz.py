@@ -1606,8 +1606,14 @@ def _recheck_main() -> int:
 
 
 # --- processes left behind -----------------------------------------------------------------------------
+# Python's shared-memory bookkeeper: started once by the first SharedMemory (real placement
+# runs use one) and kept for the process's lifetime by design; not a leaked worker.
+RESOURCE_TRACKER = "multiprocessing.resource_tracker"
+
+
 def live_children() -> tuple[int | None, list[str]]:
-    """Live (not zombie) child processes of this process, from /proc; None where there is no /proc."""
+    """Live (not zombie) child processes of this process, from /proc, but Python's own resource
+    tracker; None where there is no /proc."""
     proc = Path("/proc")
     if not (proc / "self").exists():
         return None, []
@@ -1619,7 +1625,9 @@ def live_children() -> tuple[int | None, list[str]]:
             stat = (d / "stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[1]) == me and fields[0] != "Z":
-                cmds.append((d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                if RESOURCE_TRACKER not in cmd:
+                    cmds.append(cmd)
         except (OSError, ValueError, IndexError):
             continue
     return len(cmds), cmds

@@ -108,4 +108,4 @@ def test_schedule_and_cli_classification(tmp_path: Path) -> None:
         assert F.check_cli(["show", "blur", "--size", "small"], True)[0] == "accepted_bad"
         cat, stderr = F.check_cli(["show", "no_such_pipeline"], True)
         assert cat == "clean_error" and "no_such_pipeline" in stderr
-    assert F.live_children()[0] == 0
+    assert F.live_children() == (0, []), "a child process outlived its command"
