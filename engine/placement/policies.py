@@ -29,8 +29,6 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from .costs import CostTable
 from .devices import DeviceProfile
@@ -360,6 +358,10 @@ def favourite_children(problem: Problem) -> dict[int, int]:
             vals.append(-1.0)
         b.append(-(len(group) - 1.0))
         r += 1
+    # scipy's optimizer loads with m-SCT only (about 1 s: the app's start-up imports this registry)
+    from scipy.optimize import linprog  # noqa: PLC0415
+    from scipy.sparse import coo_matrix  # noqa: PLC0415
+
     a_ub = coo_matrix((vals, (rows, cols)), shape=(r, n + m + 1)).tocsr()
     c = np.zeros(n + m + 1)
     c[w] = 1.0
