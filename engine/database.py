@@ -50,6 +50,12 @@ CREATE TABLE IF NOT EXISTS cm_features (
     pipeline_hash TEXT NOT NULL, schedule_hash TEXT NOT NULL, version INTEGER NOT NULL,
     nodes BLOB NOT NULL, edge_index BLOB NOT NULL, edges BLOB NOT NULL,
     PRIMARY KEY (pipeline_hash, schedule_hash));
+-- Whole-model tuning (engine/tuning/records.py): each task's best verified schedule so far,
+-- per target, host and threads, so re-tuning resumes and other models start from it.
+CREATE TABLE IF NOT EXISTS tuning_records (
+    task_key TEXT NOT NULL, target TEXT NOT NULL, host TEXT NOT NULL, threads INTEGER NOT NULL,
+    signature TEXT NOT NULL, best_ms REAL NOT NULL, trials INTEGER NOT NULL, updated REAL NOT NULL,
+    schedule TEXT NOT NULL, PRIMARY KEY (task_key, target, host, threads));
 """
 
 
