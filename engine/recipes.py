@@ -24,11 +24,70 @@ Why these recipes (timed on a 2-core AVX-512 machine; details with each function
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from . import expr as E
 from .ir import Pipeline
 from .schedule import S, Schedule
 
-VEC = 16  # float32 lanes of an AVX-512 vector
+VEC = 16  # float32 lanes of an AVX-512 vector (the recipes' lanes come from VectorTarget.lanes)
+
+
+@dataclass(frozen=True)
+class VectorTarget:
+    """What register blocking needs to know about a Halide target: float32 lanes per vector
+    register, how many vector registers there are, and how many of them a register block's
+    accumulators may take (the rest hold the operands: a broadcast and a vector or two).
+
+    x86 with AVX-512: 16 lanes, 32 zmm registers, 16 accumulators (the blocks measured
+    best on a 2-core AVX-512 machine: 8 x 2 matmul, 4 channels x 4 vectors conv);
+    AVX/AVX2: 8 lanes, 16 ymm registers, 12 accumulators (6 x 2 for a matmul: 12 + 2 B
+    vectors + 1 broadcast = 15 registers; with 16 accumulators LLVM spills every one);
+    SSE: 4 lanes, 16 xmm registers; 64-bit ARM: 4 lanes, 32 registers."""
+
+    target: str
+    lanes: int
+    registers: int
+
+    @property
+    def accumulators(self) -> int:
+        # FMA latency x throughput (4 cycles x 2 ports) needs 8 independent chains; more
+        # than 16 measured no faster on AVX-512 and leave fewer registers for operands.
+        return max(8, min(16, self.registers - 4))
+
+    @property
+    def fma_chains(self) -> int:
+        """Independent FMA chains a peak kernel can keep in registers (one register
+        reserved for the added constant, a few for the compiler)."""
+        return max(8, min(16, self.registers - 4))
+
+
+def vector_target(target: str | VectorTarget | None = None) -> VectorTarget:
+    """The `VectorTarget` of a Halide target string (None: the JIT target of this process,
+    as the measurement worker compiles for). ValueError names a string Halide can't parse."""
+    if isinstance(target, VectorTarget):
+        return target
+    return _vector_target(target or _host_target())
+
+
+@functools.cache
+def _host_target() -> str:
+    import halide as hl  # noqa: PLC0415  # only when a recipe needs the host's vector width
+
+    return str(hl.get_jit_target_from_environment())
+
+
+@functools.cache
+def _vector_target(target: str) -> VectorTarget:
+    import halide as hl  # noqa: PLC0415
+
+    if not hl.Target.validate_target_string(target):
+        raise ValueError(f"target {target!r}: not a Halide target string (like x86-64-linux-avx-avx2-fma)")
+    t = hl.Target(target)
+    lanes = max(1, t.natural_vector_size(hl.Float(32)))
+    wide = t.has_feature(hl.TargetFeature.AVX512) or (t.arch == hl.TargetArch.ARM and t.bits == 64)
+    return VectorTarget(target, lanes, 32 if wide else 16)
 
 
 def fit(factor: int, extent: int) -> int:

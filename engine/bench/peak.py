@@ -1,23 +1,36 @@
-"""A floating-point peak microbenchmark: the yardstick for GFLOP/s figures.
+"""A floating-point peak microbenchmark: the yardstick for GFLOP/s figures, and `bench peak`,
+which checks it against PyTorch's matmul on the same host in the same run.
 
-Each element runs 16 independent chains of `v = v*v + b` (one fused multiply-add each,
-which fast-math cannot fold away as it can a linear chain), vectorized to the target's
-width and spread over all cores. The best of several timed runs approximates the
-machine's FMA throughput.
+Each element runs independent chains of `v = v*v + b` (one fused multiply-add each, which
+fast-math cannot fold away as it can a linear chain), vectorized to the target's width and
+spread over all cores. The chains must cover FMA latency x throughput (4 cycles x 2 ports:
+8 chains) and still fit in the vector registers with the constant: 16 chains on AVX-512's
+32 zmm registers, 12 on AVX2's 16 ymm registers. (16 chains on AVX2 spilled to the stack
+and read 63 GFLOP/s on a 2-core Zen 3 where PyTorch's matmul reaches 139-169; 12 read 172.)
+The best of several short timed runs approximates the machine's FMA throughput.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
+from typing import Any
 
 import halide as hl
 import numpy as np
 
+from ..recipes import vector_target
 
-def fma_peak_gflops(chains: int = 16, depth: int = 64, repeats: int = 30) -> dict[str, float]:
+
+def fma_peak_gflops(chains: int | None = None, depth: int = 64, repeats: int = 30) -> dict[str, Any]:
+    """The FMA peak of this process's JIT target on all its Halide threads: best and median
+    GFLOP/s over `repeats` runs, with the lanes, chains and threads used. `chains`: None
+    for as many as the target's registers hold (VectorTarget.fma_chains)."""
     t = hl.get_jit_target_from_environment()
-    lanes = 16 if t.has_feature(hl.TargetFeature.AVX512) else 8 if t.has_feature(hl.TargetFeature.AVX2) else 4
+    vt = vector_target(str(t))
+    chains = chains or vt.fma_chains
+    lanes = vt.lanes
     threads = int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
     x, xo = hl.Var("x"), hl.Var("xo")
     b = hl.Param(hl.Float(32), "b", 1e-4)
@@ -42,4 +55,66 @@ def fma_peak_gflops(chains: int = 16, depth: int = 64, repeats: int = 30) -> dic
         times.append(time.perf_counter() - t0)
     flops = (2 * depth * chains + chains - 1) * n
     best, median = flops / min(times) / 1e9, flops / float(np.median(times)) / 1e9
-    return {"best_gflops": best, "median_gflops": median, "lanes": lanes, "threads": threads}
+    return {"best_gflops": best, "median_gflops": median, "lanes": lanes, "chains": chains, "threads": threads, "target": str(t)}
+
+
+def torch_matmul_gflops(n: int = 1024, threads: int | None = None, repeats: int = 10) -> dict[str, Any]:
+    """PyTorch's float32 n x n x n matmul on `threads` threads (default: the Halide thread
+    count): best and median GFLOP/s over `repeats` runs after two warm-up runs."""
+    import torch  # noqa: PLC0415  # a peer, only for this benchmark
+
+    threads = threads or int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+        out = torch.empty(n, n)
+        for _ in range(2):
+            torch.matmul(a, b, out=out)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.matmul(a, b, out=out)
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(saved)
+    flops = 2.0 * n**3
+    return {"best_gflops": flops / min(times) / 1e9, "median_gflops": flops / statistics.median(times) / 1e9, "threads": threads}
+
+
+def bench_peak(rounds: int = 5, n: int = 1024) -> dict[str, Any]:
+    """The FMA peak and PyTorch's n^3 matmul, interleaved over `rounds` rounds (each round
+    sees the same stretch of load). The peak is right when its best is at least PyTorch's
+    best: a matmul can't run faster than the FMA units."""
+    peaks: list[dict[str, Any]] = []
+    torches: list[dict[str, Any]] = []
+    loads: list[float] = []
+    for _ in range(rounds):
+        loads.append(os.getloadavg()[0])
+        peaks.append(fma_peak_gflops())
+        torches.append(torch_matmul_gflops(n))
+    pk = [p["best_gflops"] for p in peaks]
+    tm = [t["best_gflops"] for t in torches]
+    peak, torch_best = max(pk), max(tm)
+    result = {
+        "target": peaks[0]["target"], "lanes": peaks[0]["lanes"], "chains": peaks[0]["chains"], "threads": peaks[0]["threads"],
+        "cores": os.cpu_count(), "rounds": rounds, "load_1min": loads,
+        "peak_gflops": peak, "peak_round_best_gflops": pk, "peak_median_of_rounds_gflops": statistics.median(pk),
+        "torch_matmul_n": n, "torch_gflops": torch_best, "torch_round_best_gflops": tm,
+        "torch_median_of_rounds_gflops": statistics.median(tm),
+        "torch_over_peak": torch_best / peak, "peak_at_least_torch": peak >= torch_best,
+    }  # fmt: skip
+    rows = [
+        "| measure | best GFLOP/s | median of rounds | rounds (min..max) |",
+        "|---|---|---|---|",
+        f"| FMA peak ({result['chains']} chains x {result['lanes']} lanes, {result['threads']} threads) | {peak:.1f} | "
+        f"{statistics.median(pk):.1f} | {min(pk):.1f}..{max(pk):.1f} |",
+        f"| PyTorch matmul {n}^3 | {torch_best:.1f} | {statistics.median(tm):.1f} | {min(tm):.1f}..{max(tm):.1f} |",
+        "",
+        f"target {result['target']}; PyTorch / peak = {result['torch_over_peak']:.2f} "
+        f"({'peak >= PyTorch: right' if result['peak_at_least_torch'] else 'PyTorch above the peak: the peak is WRONG'}); "
+        f"load (1 min) {min(loads):.1f}..{max(loads):.1f} on {result['cores']} cores",
+    ]
+    result["table"] = "\n".join(rows)
+    return result

@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel | placement | cluster`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak`: the benchmarks from the command line.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -268,6 +268,21 @@ def _cluster(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
 
 
+# --- bench peak -------------------------------------------------------------------------------
+def _peak_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("peak", help="the FMA peak microbenchmark against PyTorch's matmul on this host, rounds interleaved")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--rounds", type=A.positive_int, default=5)
+    bp.add_argument("--n", type=A.int_in(64, 4096), default=1024, help="PyTorch's matmul size (n x n x n)")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _peak(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.peak import bench_peak  # noqa: PLC0415  # compiles a Halide kernel, imports torch
+
+    return bench_peak(rounds=args.rounds, n=args.n)
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
@@ -278,6 +293,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "costmodel": (_costmodel_parser, _costmodel),
     "placement": (_placement_parser, _placement),
     "cluster": (_cluster_parser, _cluster),
+    "peak": (_peak_parser, _peak),
 }
 
 
