@@ -283,12 +283,48 @@ def _peak(args: argparse.Namespace) -> dict[str, Any]:
     return bench_peak(rounds=args.rounds, n=args.n)
 
 
+# --- bench strategies -------------------------------------------------------------------------
+def _strategies_parser(bsub: Any) -> None:
+    from ..bench.strategies import DEFAULT_STRATEGIES  # noqa: PLC0415
+    from ..search import STRATEGIES  # noqa: PLC0415
+
+    bp = bsub.add_parser("strategies", help="search strategies at equal budgets: best-so-far curves on the cost model and on hardware")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo (model objective; default all)")
+    bp.add_argument("--hw-pipelines", type=A.pipelines, help="pipelines for the hardware runs (default: --pipelines)")
+    bp.add_argument(
+        "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(DEFAULT_STRATEGIES), help="comma-separated"
+    )
+    bp.add_argument("--size", choices=zoo.SIZES, default="full")
+    bp.add_argument("--seeds", type=A.positive_int, default=5, help="seeds per strategy on the model objective (0..N-1)")
+    bp.add_argument("--evals", type=A.positive_int, default=2000, help="cost-model evaluations per run")
+    bp.add_argument("--measurements", type=A.nonneg_int, default=64, help="hardware measurements per run (0: no hardware runs)")
+    bp.add_argument("--hw-seeds", type=A.positive_int, default=3, help="seeds per strategy on hardware")
+    bp.add_argument("--model", choices=A.COST_MODELS, default="default", help="cost model (objective and guide)")
+    bp.add_argument("--wall-s", type=A.positive_seconds, default=1800.0, help="wall cap per run")
+    bp.add_argument("--repeats", type=A.positive_int, default=3, help="interleaved rounds for the hardware runs' final times")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.2, help="minimum timed seconds per final measurement")
+    bp.add_argument("--no-verify-model", action="store_true", help="do not measure the model runs' best schedules")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _strategies(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.strategies import bench_strategies  # noqa: PLC0415
+
+    return bench_strategies(
+        pipelines=A.split(args.pipelines), strategies=A.split(args.strategies) or [], size=args.size, seeds=args.seeds,
+        evals=args.evals, measurements=args.measurements, hw_pipelines=A.split(args.hw_pipelines), hw_seeds=args.hw_seeds,
+        model=args.model, wall_s=args.wall_s, repeats=args.repeats, min_time_s=args.min_time, verify_model=not args.no_verify_model,
+    )  # fmt: skip
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
     "models": (_models_parser, _models),
     "import": (_import_parser, _import),
     "search": (_search_parser, _search),
+    "strategies": (_strategies_parser, _strategies),
     "fuzz": (_fuzz_parser, _fuzz),
     "costmodel": (_costmodel_parser, _costmodel),
     "placement": (_placement_parser, _placement),

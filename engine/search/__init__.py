@@ -18,9 +18,10 @@ from ..measure import Measurement, MeasureRunner, Runner
 from ..schedule import Schedule
 from .base import Budget, Cancelled, Progress, SearchContext, SearchResult, Trial
 from .beam import beam_search
+from .cmaes_search import cmaes_search
 from .evolution import evolution_search
 from .greedy import greedy_search
-from .lamcts import lamcts_search
+from .lamcts import lamcts_search, plalam_search
 from .online import OnlineCorrected
 from .simple import random_search
 
@@ -28,7 +29,7 @@ __all__ = ["STRATEGIES", "Budget", "Cancelled", "Progress", "SearchContext", "Se
 
 Strategy = Callable[[SearchContext], None]
 STRATEGIES: dict[str, Strategy] = {"greedy": greedy_search, "beam": beam_search, "random": random_search}
-STRATEGIES.update(lamcts=lamcts_search, evolution=evolution_search)
+STRATEGIES.update(lamcts=lamcts_search, evolution=evolution_search, plalam=plalam_search, cmaes=cmaes_search)
 
 # Measurement options for candidates: short, a few runs, no profile (ranking candidates does
 # not need the last percent; the final best can be re-measured with the full defaults).

@@ -16,11 +16,18 @@ Path Planning" (PlaLaM / LaP3). Rewards are maximized.
   SVMs do not classify into the leaf is asked again (a few times), then replaced by a
   `fallback` (a perturbed leaf sample). The tree is rebuilt every few new samples.
 
+- PlaLaM's latent space (`LaMCTSParams.latent`, latent.py): the tree and CMA-ES work on
+  an autoencoder's codes of the encodings instead of the encodings; a CMA-ES candidate is
+  decoded by the autoencoder, then to the nearest legal schedule (encoding.decode). Its
+  value estimate (`value="top"`): a region's value is the mean of its top tenth of rewards
+  (its max while it holds ten or fewer), so one lucky noisy measurement does not make it.
+
 `maximize_box` runs the loop on a plain function over a box (the tests check it against
-random sampling); `lamcts_search` is the schedule strategy: x = encoding.encode(schedule),
-reward = -log(ms), from the cost model for breadth and from measurements where there are
-some (a measurement overrides the prediction of its schedule; predictions are calibrated
-to measurements by their median log ratio, so the two mix on one scale).
+random sampling, latent or not); `lamcts_search` is the schedule strategy (`plalam_search`
+with PLALAM's parameters): x = encoding.encode(schedule), reward = -log(ms), from the cost
+model for breadth and from measurements where there are some (a measurement overrides the
+prediction of its schedule; predictions are calibrated to measurements by their median log
+ratio, so the two mix on one scale).
 """
 
 from __future__ import annotations
@@ -36,16 +43,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..sampler import mutate
+from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule
 from .base import SearchContext
 from .encoding import Encoding, decode, encode
+from .latent import Autoencoder, AutoencoderParams
 from .space import initial_population, measure_seed
 
 if TYPE_CHECKING:  # scikit-learn and cmaes (with scipy) load when a LaMCTS search runs, not with the CLI
     from sklearn.svm import SVC
 
 SIGMA_SCALE = 1.0  # CMA-ES starts at this fraction of the leaf samples' spread
+VALUES = ("max", "top")  # node value estimates (Partition.node_value)
 
 
 def two_means(Z: np.ndarray, rng: np.random.Generator, restarts: int = 3, iters: int = 30) -> np.ndarray:
@@ -87,8 +96,12 @@ class Region:
 class Partition:
     """The LaMCTS tree over samples X (n x d) with rewards y (see the module doc)."""
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, seed: int, leaf_size: int = 16, max_depth: int = 5, cp: float = 0.1) -> None:
-        self.X, self.seed, self.leaf_size, self.max_depth, self.cp = X, seed, leaf_size, max_depth, cp
+    def __init__(
+        self, X: np.ndarray, y: np.ndarray, seed: int, leaf_size: int = 16, max_depth: int = 5, cp: float = 0.1, value: str = "max"
+    ) -> None:
+        if value not in VALUES:
+            raise ValueError(f"unknown LaMCTS node value {value!r}; expected one of {', '.join(VALUES)}")
+        self.X, self.seed, self.leaf_size, self.max_depth, self.cp, self.value = X, seed, leaf_size, max_depth, cp, value
         self.set_rewards(y)
         self.root = Node(np.arange(len(X)), 0)
         with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
@@ -124,8 +137,18 @@ class Partition:
         self._grow(node.good)
         self._grow(node.bad)
 
+    def node_value(self, node: Node) -> float:
+        """The region's value on the [0, 1] reward scale: its best reward ("max", PlaLaM), or
+        the mean of its top tenth ("top": one lucky, noisy measurement does not make a
+        region; with ten samples or fewer it is the max)."""
+        r = self.yn[node.idx]
+        if self.value == "max" or len(r) <= 10:
+            return float(r.max())
+        k = math.ceil(0.1 * len(r))
+        return float(np.partition(r, len(r) - k)[len(r) - k :].mean())
+
     def _ucb(self, child: Node, n_parent: int) -> float:
-        return float(self.yn[child.idx].max()) + 2 * self.cp * math.sqrt(2 * math.log(n_parent) / len(child.idx))
+        return self.node_value(child) + 2 * self.cp * math.sqrt(2 * math.log(n_parent) / len(child.idx))
 
     def select(self) -> Region:
         """UCB descent from the root to a leaf (ties go to the good child)."""
@@ -186,52 +209,54 @@ def leaf_cma(
 def maximize_box(
     f: Callable[[np.ndarray], float], lo: np.ndarray, hi: np.ndarray, n_evals: int, rng: random.Random, *,
     n_init: int = 20, leaf_size: int = 16, cp: float = 0.1, popsize: int = 8, generations: int = 3, rebuild_every: int = 8,
+    value: str = "max", sample: Callable[[random.Random], np.ndarray] | None = None, latent: AutoencoderParams | None = None,
+    n_unlabeled: int = 0,
 ) -> tuple[np.ndarray, float]:  # fmt: skip
-    """Maximize `f` over the box [lo, hi] with `n_evals` evaluations; returns (best x, best f)."""
-    X = [np.array([rng.uniform(a, b) for a, b in zip(lo, hi)]) for _ in range(n_init)]
+    """Maximize `f` over the box [lo, hi] with `n_evals` evaluations; returns (best x, best f).
+    `sample(rng)` draws a random point for the initial design (default: uniform in the box).
+    With `latent`, the partitions and CMA-ES live in an autoencoder's latent space, fitted on
+    the initial design plus `n_unlabeled` more sampled points (not evaluated); CMA-ES's
+    candidates are decoded back to the box before `f` sees them."""
+    draw = sample or (lambda r: np.array([r.uniform(a, b) for a, b in zip(lo, hi)]))
+    X = [np.asarray(draw(rng), dtype=float) for _ in range(n_init)]
     y = [f(x) for x in X]
+    ae = None
+    if latent is not None:
+        ae = Autoencoder(len(lo), latent, seed=rng.randrange(2**31))
+        ae.fit(np.array(X + [np.asarray(draw(rng), dtype=float) for _ in range(n_unlabeled)]))
+    slo, shi = (ae.lo, ae.hi) if ae is not None else (lo, hi)
     part, built = None, -rebuild_every
 
-    def evaluate(xs: list[np.ndarray]) -> list[float]:
+    def evaluate(vs: list[np.ndarray]) -> list[float]:
+        xs = list(np.clip(ae.decode(np.array(vs)), lo, hi)) if ae is not None else vs
         X.extend(xs)
         y.extend(f(x) for x in xs)
         return y[len(y) - len(xs) :]
 
     def fallback(part: Partition, region: Region) -> np.ndarray:  # a leaf sample, perturbed
-        x = part.X[rng.choice(list(region.leaf.idx))]
-        return x + np.array([rng.gauss(0, 0.05) for _ in x]) * (hi - lo)
+        v = part.X[rng.choice(list(region.leaf.idx))]
+        return v + np.array([rng.gauss(0, 0.05) for _ in v]) * (shi - slo)
 
     while len(X) < n_evals:
         if part is None or len(X) - built >= rebuild_every:
-            part, built = Partition(np.array(X), np.array(y), rng.randrange(2**31), leaf_size, cp=cp), len(X)
+            V = ae.encode(np.array(X)) if ae is not None else np.array(X)
+            part, built = Partition(V, np.array(y), rng.randrange(2**31), leaf_size, cp=cp, value=value), len(X)
         region = part.select()
         n = min(popsize, n_evals - len(X))
         if n < 4:  # CMA-ES's weights need a population of four or more: spend the rest on leaf perturbations
-            evaluate([fallback(part, region) for _ in range(n)])
+            evaluate([np.clip(fallback(part, region), slo, shi) for _ in range(n)])
             break
         gens = max(1, min(generations, (n_evals - len(X)) // n))  # never more than n_evals evaluations
-        leaf_cma(part, region, lo, hi, evaluate, fallback, seed=rng.randrange(2**31), popsize=n, generations=gens)
+        leaf_cma(part, region, slo, shi, evaluate, fallback, seed=rng.randrange(2**31), popsize=n, generations=gens)
     k = int(np.argmax(y))
     return X[k], y[k]
 
 
-# --- the schedule strategy ------------------------------------------------------------------
-@dataclass
-class LaMCTSParams:
-    n_init: int = 32  # initial samples (half mutations of the seed, half random), predicted
-    leaf_size: int = 16  # split a node with at least this many samples
-    max_depth: int = 5
-    cp: float = 0.1  # UCB exploration, on rewards scaled to [0, 1]
-    popsize: int = 12  # CMA-ES population per generation
-    generations: int = 2  # CMA-ES generations per selected leaf
-    rebuild_every: int = 16  # new samples between tree rebuilds
-    decode_k: int = 16  # loop sets sampled per stage when decoding
-    guides: int = 3  # the leaf's best schedules offered to the decoder
-    measure_per_round: int = 2  # best predicted new candidates measured per leaf search
-
-
-class _Pool:
-    """Every schedule seen: its encoding and prediction; rewards come from ctx.measured."""
+# --- the schedule strategies ----------------------------------------------------------------
+class Pool:
+    """Every schedule a search has evaluated: its encoding and its prediction, in order;
+    rewards (-log ms) come from the predictions and, where there is one, the measurement.
+    Shared by the strategies that search the encoding (LaMCTS, PlaLaM, CMA-ES)."""
 
     def __init__(self, enc: Encoding) -> None:
         self.enc = enc
@@ -255,6 +280,9 @@ class _Pool:
         return out
 
     def rewards(self, ctx: SearchContext) -> np.ndarray:
+        """-log ms per schedule: measured where measured, else predicted and calibrated to the
+        measurements by the median log ratio (so both mix on one scale); failed and
+        unbuildable ones get a floor below anything seen."""
         pred = np.array(self.pred)
         meas = [ctx.measured.get(s.content_hash()) for s in self.scheds]
         ratios = [math.log(t.measured_ms / pr) for t, pr in zip(meas, pred) if t and t.verified and math.isfinite(pr) and t.measured_ms]
@@ -264,7 +292,27 @@ class _Pool:
             if t is not None:
                 y[k] = -math.log(t.measured_ms) if t.verified and t.measured_ms else np.nan
         floor = float(np.nanmin(y)) - 1.0 if np.isfinite(y).any() else 0.0
-        return np.where(np.isnan(y), floor, y)  # failed and unbuildable: worse than anything seen
+        return np.where(np.isnan(y), floor, y)
+
+    def decode_add(self, ctx: SearchContext, xs: list[np.ndarray], guides: list[Schedule], k: int, name: str) -> list[int]:
+        """Decode encodings `xs` to schedules (guided by `guides`), add them; their indices. A
+        decoded schedule already in the pool is replaced by a mutant of it (the decoder snaps
+        small steps back onto known schedules; a neighbour keeps the search exploring)."""
+        t = time.perf_counter()
+        scheds = []
+        for x in xs:
+            ctx.check()
+            s = decode(self.enc, x, ctx.rng, guides, k, name)
+            if s.content_hash() in self.index:
+                s = mutate(ctx.p, s, ctx.rng, name)
+            scheds.append(s)
+        ctx.charge_model_time(time.perf_counter() - t)
+        return self.add(ctx, scheds)
+
+    def top(self, k: int, idx: list[int] | None = None) -> list[Schedule]:
+        """The `k` best predicted schedules (of `idx`, or of the whole pool)."""
+        group = range(len(self.scheds)) if idx is None else idx
+        return [self.scheds[i] for i in sorted(group, key=lambda i: self.pred[i])[:k]]
 
     def measure_best(self, ctx: SearchContext, idx: list[int], k: int) -> None:
         """Measure the `k` best predicted unmeasured schedules of `idx` (of the pool if none)."""
@@ -275,62 +323,137 @@ class _Pool:
                 return
 
 
+@dataclass
+class LaMCTSParams:
+    n_init: int = 32  # initial samples (half mutations of the seed, half random), predicted
+    leaf_size: int = 16  # split a node with at least this many samples
+    max_depth: int = 5
+    cp: float = 0.1  # UCB exploration, on rewards scaled to [0, 1]
+    popsize: int = 12  # CMA-ES population per generation
+    generations: int = 2  # CMA-ES generations per selected leaf
+    rebuild_every: int = 16  # new samples between tree rebuilds
+    decode_k: int = 6  # loop sets sampled per stage when decoding (decoding is most of the model-side time)
+    guides: int = 3  # the leaf's best schedules offered to the decoder
+    measure_per_round: int = 2  # best predicted new candidates measured per leaf search
+    value: str = "max"  # node value (Partition.node_value)
+    latent: int = 0  # latent dimensions of the autoencoder the partitions live in (0: the encoding itself)
+    n_unlabeled: int = 256  # random legal schedules (encoded, never predicted) the autoencoder is also fitted on
+    refit_growth: float = 2.0  # refit the autoencoder when the pool has grown by this factor since the last fit
+
+
+# PlaLaM (Yang et al.): LaMCTS with max node values (as above), a robust value estimate and
+# partitions learned in an autoencoder's latent space.
+PLALAM = LaMCTSParams(value="top", latent=8)
+
+
+class _Space:
+    """Where the tree and CMA-ES live: the encoding itself, or an autoencoder's latent space
+    (refitted as the pool grows)."""
+
+    def __init__(self, ctx: SearchContext, prm: LaMCTSParams, pool: Pool) -> None:
+        self.prm, self.pool, self.ae = prm, pool, None
+        self.unlabeled: list[np.ndarray] = []
+        self.fitted_on = 0
+        if prm.latent > 0:
+            t = time.perf_counter()
+            self.unlabeled = [encode(pool.enc, sample_schedule(ctx.p, ctx.rng, "lamcts")) for _ in range(prm.n_unlabeled)]
+            self.ae = Autoencoder(pool.enc.dim, AutoencoderParams(dim=prm.latent), seed=ctx.rng.randrange(2**31))
+            ctx.charge_model_time(time.perf_counter() - t)
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self.ae.lo if self.ae is not None else self.pool.enc.lo
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self.ae.hi if self.ae is not None else self.pool.enc.hi
+
+    def points(self) -> np.ndarray:
+        """The pool's samples in this space (refits the autoencoder when the pool grew enough)."""
+        X = np.array(self.pool.X)
+        if self.ae is None:
+            return X
+        if not self.fitted_on or len(X) >= self.prm.refit_growth * self.fitted_on:
+            self.ae.fit(np.vstack([X, np.array(self.unlabeled)]) if self.unlabeled else X)
+            self.fitted_on = len(X)
+        return self.ae.encode(X)
+
+    def to_x(self, vs: list[np.ndarray]) -> list[np.ndarray]:
+        """Points of this space as encodings (the decoder's input)."""
+        return list(np.clip(self.ae.decode(np.array(vs)), 0.0, 1.0)) if self.ae is not None else vs
+
+    def of(self, x: np.ndarray) -> np.ndarray:
+        return self.ae.encode(x)[0] if self.ae is not None else x
+
+
 def lamcts_search(ctx: SearchContext, params: LaMCTSParams | None = None) -> None:
-    """LaMCTS over schedule encodings: the heuristic seed measured first, a predicted initial
-    sample, then rounds of (select a leaf, CMA-ES candidates decoded to schedules, predicted,
-    the best few measured) until the budget is spent; the tree is rebuilt every
-    `rebuild_every` new samples (between rebuilds, only its rewards are refreshed)."""
-    prm, p = params or LaMCTSParams(), ctx.p
-    pool = _Pool(Encoding.of(p))
+    """LaMCTS over schedule encodings (or their latent codes): the heuristic seed measured
+    first, a predicted initial sample, then rounds of (select a leaf, CMA-ES candidates
+    decoded to schedules, predicted, the best few measured) until the budget is spent; the
+    tree is rebuilt every `rebuild_every` new samples (between rebuilds, only its rewards
+    are refreshed)."""
+    prm = params or LaMCTSParams()
+    pool = Pool(Encoding.of(ctx.p))
     seed = measure_seed(ctx)
     init = initial_population(ctx, seed, prm.n_init, prm.n_init // 2, "lamcts")
     pool.measure_best(ctx, pool.add(ctx, init), prm.measure_per_round)
+    space = _Space(ctx, prm, pool)
     part, built = None, 0
     while not ctx.done():
         ctx.check()
         y = pool.rewards(ctx)
         t = time.perf_counter()
         if part is None or len(pool.scheds) - built >= prm.rebuild_every:
-            part, built = Partition(np.array(pool.X), y, ctx.rng.randrange(2**31), prm.leaf_size, prm.max_depth, prm.cp), len(pool.scheds)
+            V = space.points()
+            part = Partition(V, y, ctx.rng.randrange(2**31), prm.leaf_size, prm.max_depth, prm.cp, prm.value)
+            built = len(pool.scheds)
         else:
             part.set_rewards(y[:built])
         ctx.charge_model_time(time.perf_counter() - t)
-        pool.measure_best(ctx, _leaf_round(ctx, prm, pool, part), prm.measure_per_round)
+        pool.measure_best(ctx, _leaf_round(ctx, prm, pool, space, part), prm.measure_per_round)
     ctx.check()  # done() is also true when cancelled: report it as such
 
 
-def _leaf_round(ctx: SearchContext, prm: LaMCTSParams, pool: _Pool, part: Partition) -> list[int]:
-    """Select a leaf and run CMA-ES in it; returns the pool indices of what it evaluated.
-    A decoded schedule already in the pool is replaced by a mutant of it (the decoder snaps
-    small steps back onto known schedules; a neighbour keeps the round exploring)."""
-    p, enc = ctx.p, pool.enc
+def plalam_search(ctx: SearchContext) -> None:
+    """PlaLaM: `lamcts_search` with PLALAM's parameters (latent partitions, robust values)."""
+    lamcts_search(ctx, PLALAM)
+
+
+def _leaf_round(ctx: SearchContext, prm: LaMCTSParams, pool: Pool, space: _Space, part: Partition) -> list[int]:
+    """Select a leaf and run CMA-ES in it; returns the pool indices of what it evaluated."""
+    p = ctx.p
     region = part.select()
     leaf = [int(i) for i in region.leaf.idx[np.argsort(-part.y[region.leaf.idx])]]
     guides = [pool.scheds[i] for i in leaf[: prm.guides]] + ([ctx.best.schedule] if ctx.best else [])
     pending: dict[bytes, Schedule] = {}
     new: list[int] = []
 
-    def fallback(part: Partition, region: Region) -> np.ndarray:
+    def fallback(part: Partition, region: Region) -> np.ndarray:  # a mutant of a leaf sample
         m = mutate(p, pool.scheds[ctx.rng.choice(leaf)], ctx.rng, "lamcts")
-        x = encode(enc, m)
-        pending[x.tobytes()] = m
-        return x
+        v = space.of(encode(pool.enc, m))
+        pending[np.clip(v, space.lo, space.hi).tobytes()] = m
+        return v
 
-    def evaluate(xs: list[np.ndarray]) -> list[float]:
-        t = time.perf_counter()
-        scheds = []
-        for x in xs:
-            ctx.check()
-            s = pending.pop(x.tobytes(), None) or decode(enc, x, ctx.rng, guides, prm.decode_k, "lamcts")
-            if s.content_hash() in pool.index:
-                s = mutate(p, s, ctx.rng, "lamcts")
-            scheds.append(s)
-        ctx.charge_model_time(time.perf_counter() - t)
-        idx = pool.add(ctx, scheds)
-        new.extend(idx)
+    def evaluate(vs: list[np.ndarray]) -> list[float]:
+        mine = [pending.pop(v.tobytes(), None) for v in vs]
+        asked = [v for v, m in zip(vs, mine) if m is None]
+        idx = iter(pool.decode_add(ctx, space.to_x(asked), guides, prm.decode_k, "lamcts") if asked else [])
+        got = pool.add(ctx, [m for m in mine if m is not None])
+        own = iter(got)
+        order = [next(own) if m is not None else next(idx) for m in mine]
+        new.extend(order)
         r = pool.rewards(ctx)
-        return [float(r[i]) for i in idx]
+        return [float(r[i]) for i in order]
 
-    seed = ctx.rng.randrange(2**31)
-    leaf_cma(part, region, enc.lo, enc.hi, evaluate, fallback, seed=seed, popsize=prm.popsize, generations=prm.generations)
+    leaf_cma(
+        part,
+        region,
+        space.lo,
+        space.hi,
+        evaluate,
+        fallback,
+        seed=ctx.rng.randrange(2**31),
+        popsize=prm.popsize,
+        generations=prm.generations,
+    )
     return new
