@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Generic, NamedTuple, TypeVar, cast
+from typing import NamedTuple, cast
 
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, Stage
+from .loops import LRU as LRU  # the per-pipeline caches, defined with the loops (validation uses them too)
+from .loops import cache_stats as cache_stats
+from .loops import clear_caches as clear_caches
+from .loops import pipeline_cache as pipeline_cache
 from .schedule import Kind, Schedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
@@ -212,74 +215,6 @@ def substitute_inlined(p: Pipeline, is_inlined: Callable[[str], bool], e: E.Expr
         return None
 
     return E.rebuild(e, sub)
-
-
-# --- caches ------------------------------------------------------------------------------
-K = TypeVar("K")
-V = TypeVar("V")
-T = TypeVar("T")
-
-
-class LRU(Generic[K, V]):
-    """A dict of at most `maxsize` entries that drops the least recently used one first."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._d: OrderedDict[K, V] = OrderedDict()
-        self.hits = self.misses = 0
-
-    def get(self, key: K) -> V | None:
-        v = self._d.get(key)
-        if v is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        try:
-            self._d.move_to_end(key)
-        except KeyError:  # dropped by another thread in between: still a valid answer
-            pass
-        return v
-
-    def put(self, key: K, value: V) -> V:
-        self._d[key] = value
-        while len(self._d) > self.maxsize:
-            try:
-                self._d.popitem(last=False)
-            except KeyError:
-                break
-        return value
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
-_CACHES = "_derived_caches"
-
-
-def pipeline_cache(p: Pipeline, name: str, make: Callable[[], T]) -> T:
-    """The cache `name` of pipeline `p`, made by `make()` on first use. It is kept on the
-    pipeline object (a pipeline never changes after construction), so it lives and dies
-    with it; each cache caps its own size."""
-    store = p.__dict__.setdefault(_CACHES, {})
-    c = store.get(name)
-    if c is None:
-        c = store.setdefault(name, make())
-    return c
-
-
-def clear_caches(p: Pipeline) -> None:
-    """Forget everything the loop-nest model and the features cached for `p`."""
-    p.__dict__.pop(_CACHES, None)
-
-
-def cache_stats(p: Pipeline) -> dict[str, dict[str, int]]:
-    """Per cache of `p` (loop nest and features): entries, hits and misses so far."""
-    out: dict[str, dict[str, int]] = {}
-    for owner, c in p.__dict__.get(_CACHES, {}).items():
-        for name, v in vars(c).items():
-            if isinstance(v, LRU):
-                out[f"{owner}.{name}"] = {"entries": len(v), "hits": v.hits, "misses": v.misses}
-    return out
 
 
 # Entries per pipeline. A placement is ~1 KB, a region ~100 B, an expression summary ~1 KB.

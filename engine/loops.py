@@ -8,10 +8,12 @@ the three always agree on which loops exist and what they are called.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .ir import Stage
+from .ir import Pipeline, Stage
 
 if TYPE_CHECKING:  # schedule.py imports this module; a Directive is only read here
     from .schedule import Directive
@@ -211,3 +213,73 @@ def _apply(loops: list[Loop], d: Directive) -> list[Loop]:
             return mark(out, loop if mk == "parallel" else inner, mk)
         return mark(loops, loop, mk)
     return loops
+
+
+# --- per-pipeline caches ------------------------------------------------------------------------------
+# The caches that schedule validation, the loop-nest model, the features and the models keep per
+# pipeline live here, in the lowest module that derives anything from a pipeline, so that
+# one `clear_caches` empties them all.
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A dict of at most `maxsize` entries that drops the least recently used one first."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._d: OrderedDict[K, V] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key: K) -> V | None:
+        v = self._d.get(key)
+        if v is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        try:
+            self._d.move_to_end(key)
+        except KeyError:  # dropped by another thread in between: still a valid answer
+            pass
+        return v
+
+    def put(self, key: K, value: V) -> V:
+        self._d[key] = value
+        while len(self._d) > self.maxsize:
+            try:
+                self._d.popitem(last=False)
+            except KeyError:
+                break
+        return value
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+_CACHES = "_derived_caches"
+
+
+def pipeline_cache(p: Pipeline, name: str, make: Callable[[], T]) -> T:
+    """The cache `name` of pipeline `p`, made by `make()` on first use. It is kept on the
+    pipeline object (a pipeline never changes after construction), so it lives and dies
+    with it; each cache caps its own size."""
+    store = p.__dict__.setdefault(_CACHES, {})
+    c = store.get(name)
+    if c is None:
+        c = store.setdefault(name, make())
+    return c
+
+
+def clear_caches(p: Pipeline) -> None:
+    """Forget everything cached for `p` (validation, the loop-nest model, the features, the models)."""
+    p.__dict__.pop(_CACHES, None)
+
+
+def cache_stats(p: Pipeline) -> dict[str, dict[str, int]]:
+    """Per cache of `p` (validation, loop nest, features, models): entries, hits and misses so far."""
+    out: dict[str, dict[str, int]] = {}
+    for owner, c in p.__dict__.get(_CACHES, {}).items():
+        for name, v in vars(c).items():
+            if isinstance(v, LRU):
+                out[f"{owner}.{name}"] = {"entries": len(v), "hits": v.hits, "misses": v.misses}
+    return out

@@ -221,6 +221,10 @@ def check_in_definition(d: Any, update: bool) -> None:
         raise L.LoopError(_IN_UPDATE.format(kind=d.kind))
 
 
+_UNSET = object()
+_DERIVED = ("_hash", "_compute", "_store")  # what a StageSchedule caches about itself (never pickled)
+
+
 @dataclass(frozen=True)
 class StageSchedule:
     """One stage's directives, pure and update definition: an immutable, hashable value (a
@@ -234,6 +238,20 @@ class StageSchedule:
             if not isinstance(getattr(self, name), tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
 
+    def __hash__(self) -> int:
+        # Computed once: caches key on stage schedules several times per prediction, and
+        # hashing every directive's arguments again took ~4 us a stage (a 139-stage model's
+        # loop nest hashed ~140 of them). Kept out of pickles (`__getstate__`): a str hash
+        # differs between processes. `compute` and `store` are found once the same way.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.pure, self.update))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
+
     def definition(self, update: bool) -> tuple[Directive, ...]:
         """The directives of the update definition when `update`, else of the pure one."""
         return self.update if update else self.pure
@@ -244,12 +262,20 @@ class StageSchedule:
 
     def compute(self) -> Directive:
         """The stage's compute directive (the last one given wins, as in Halide)."""
-        found = [d for d in self.pure if d.kind in COMPUTE_KINDS]
-        return found[-1] if found else COMPUTE_ROOT
+        got = self.__dict__.get("_compute")
+        if got is None:  # found once: validation and the loop nest ask per stage many times
+            found = [d for d in self.pure if d.kind in COMPUTE_KINDS]
+            got = found[-1] if found else COMPUTE_ROOT
+            object.__setattr__(self, "_compute", got)
+        return got
 
     def store(self) -> Directive | None:
-        found = [d for d in self.pure if d.kind in STORE_KINDS]
-        return found[-1] if found else None
+        got = self.__dict__.get("_store", _UNSET)
+        if got is _UNSET:
+            found = [d for d in self.pure if d.kind in STORE_KINDS]
+            got = found[-1] if found else None
+            object.__setattr__(self, "_store", got)
+        return got
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"pure": [x.to_json() for x in self.pure]}
@@ -408,7 +434,46 @@ def definition_loops(
     p: Pipeline, sched: Schedule, stage: str, update: bool, extents: dict[str, int] | None = None, as_output: bool | None = None
 ) -> list[L.Loop]:
     """Loops of one definition after its directives (raises ScheduleError). `as_output`:
-    check the tails an output needs (default: when the stage is a pipeline output)."""
+    check the tails an output needs (default: when the stage is a pipeline output).
+    Without `extents` or `as_output` the loops depend on the stage's own directives alone:
+    memoized per pipeline by them (validation asks for every stage of every schedule)."""
+    ss = sched.of(stage)
+    if extents is None and as_output is None:
+        memo = _memo(p).loops
+        try:
+            key = (stage, update, ss)
+            hit = memo.get(key)
+        except TypeError:  # not a Directive in the list (unhashable): the checks below say so
+            key, hit = None, None
+        if hit is not None:
+            return list(hit)
+        out = _definition_loops(p, sched, stage, update, None, None)
+        if key is not None:
+            memo.put(key, tuple(out))
+        return out
+    return _definition_loops(p, sched, stage, update, extents, as_output)
+
+
+class _Memo:
+    """Per pipeline: what validation derives from one stage's own directives."""
+
+    def __init__(self) -> None:
+        self.loops: L.LRU[tuple, tuple[L.Loop, ...]] = L.LRU(LOOPS_MEMO)
+        self.stages: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # `_validity_key`s that passed
+        self.schedules: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # whole schedules that passed, by their stages
+
+
+LOOPS_MEMO = 20_000  # definitions per pipeline (a loop list is ~0.5 KB)
+VALID_MEMO = 20_000  # stages and schedules per pipeline (a key holds references to shared stage schedules)
+
+
+def _memo(p: Pipeline) -> _Memo:
+    return L.pipeline_cache(p, "schedule", _Memo)
+
+
+def _definition_loops(
+    p: Pipeline, sched: Schedule, stage: str, update: bool, extents: dict[str, int] | None, as_output: bool | None
+) -> list[L.Loop]:
     s = p.stage(stage)
     directives = sched.of(stage).definition(update)
     loops = L.initial_loops(s, update, extents)
@@ -515,15 +580,70 @@ def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
 
 
 def validate(p: Pipeline, sched: Schedule) -> None:
-    """Raise ScheduleError for anything wrong that can be seen without Halide."""
+    """Raise ScheduleError for anything wrong that can be seen without Halide.
+
+    Incremental: what passed is remembered per pipeline (capped), a whole schedule by its
+    stage schedules and each stage by exactly what its checks read (`_validity_key`), so a
+    schedule seen before costs a lookup and one that changes a stage checks what that
+    change can affect. The checks run in the same order as without the memo, so the first
+    error is the same."""
+    memo = _memo(p)
+    whole: tuple | None = tuple(sched.stages.items())
+    try:
+        if memo.schedules.get(whole) is not None:  # type: ignore[arg-type]
+            return
+    except TypeError:  # not a Directive in a list (unhashable): check_shapes says which
+        whole = None
     for name, ss in sched.stages.items():
         if name not in p.stage_map:
             raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
         check_shapes(name, ss)
+    todo = []
     for s in p.stages:
-        validate_stage(p, sched, s.name)
-    for s in p.stages:  # across stages: needs every stage's own directives checked first
-        _check_enclosed(p, sched, s.name)
+        key = _validity_key(p, sched, s.name)
+        if memo.stages.get(key) is None:
+            todo.append((s.name, key))
+    for name, _ in todo:
+        validate_stage(p, sched, name)
+    for name, _ in todo:  # across stages: needs every stage's own directives checked first
+        _check_enclosed(p, sched, name)
+    for _, key in todo:
+        memo.stages.put(key, True)
+    if whole is not None:
+        memo.schedules.put(whole, True)
+
+
+def _validity_key(p: Pipeline, sched: Schedule, stage: str) -> tuple:
+    """Everything `validate_stage` and `_check_enclosed` read for `stage`: its own stage
+    schedule and, when a directive places it at a consumer's loop (compute_at, store_at),
+    the stage schedules of every stage those checks visit: the stages that read it (through
+    inlined ones) and the chains of compute_at locations from each of them and from the
+    consumers named. A stage at root or inlined depends on its own directives alone."""
+    ss = sched.of(stage)
+    ats = [d for d in ss.pure if d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT)]
+    if not ats:
+        return (stage, ss)
+    seen: dict[str, StageSchedule] = {}
+
+    def chain(c: str | None) -> None:
+        while c is not None and c in p.stage_map and c not in seen:
+            seen[c] = d = sched.of(c)
+            comp = d.compute()
+            c = comp.consumer if comp.kind == Kind.COMPUTE_AT else None
+
+    for d in ats:
+        chain(d.consumer)
+    todo = [c for c in p.consumers(stage) if c in p.stage_map]
+    while todo:
+        c = todo.pop()
+        if sched.of(c).compute().kind == Kind.COMPUTE_INLINE:
+            if c not in seen:
+                seen[c] = sched.of(c)
+                todo.extend(x for x in p.consumers(c) if x in p.stage_map)
+        else:
+            seen.pop(c, None)  # a reader: its whole chain (re-entered in walk order)
+            chain(c)
+    return (stage, ss, tuple(seen.items()))
 
 
 def check_shapes(stage: str, ss: StageSchedule) -> None:

@@ -14,6 +14,7 @@ features (engine/costmodel/dataset.py) are recomputed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -421,24 +422,44 @@ def clear_caches(p: Pipeline) -> None:
     loopnest.clear_caches(p)
 
 
-def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
-    """[n_stages, N_FEATURES] float32, one row per stage in `pipeline.stages` order."""
-    p = nest.pipeline
-    cache = _cache(p)
-    # One core: the feature must not depend on the machine computing it.
-    est = AnalyticModel(cores=1)
-    rows = []
-    for s in p.stages:
-        key = (s.name, nest.stage_key(s.name))
-        row = cache.rows.get(key)
-        if row is None:
-            values = cache.algorithm[s.name] | schedule_features(nest, s.name) | {"analytic_ns": est.stage_ms_of(nest, s.name) * 1e6}
-            row = cache.rows.put(key, _row(values, INDEX, N_FEATURES))
-        rows.append(row)
+_ONE_CORE = AnalyticModel(cores=1)  # the analytic feature must not depend on the machine computing it
+
+
+def row_key(nest: LoopNest, name: str) -> tuple:
+    """What stage `name`'s feature row depends on (with the pipeline): equal keys, equal rows.
+    A model whose per-stage output depends on the row alone may cache it by this key."""
+    return (name, nest.stage_key(name))
+
+
+def _raw_row(nest: LoopNest, name: str, cache: _Cache, key: tuple) -> np.ndarray:
+    """Stage `name`'s row before the log scaling (cached by its `row_key`, `key`)."""
+    row = cache.rows.get(key)
+    if row is None:
+        values = cache.algorithm[name] | schedule_features(nest, name) | {"analytic_ns": _ONE_CORE.stage_ms_of(nest, name) * 1e6}
+        row = cache.rows.put(key, _row(values, INDEX, N_FEATURES))
+    return row
+
+
+def _scaled(rows: list[np.ndarray], log: bool) -> np.ndarray:
     x = np.stack(rows)
     if log:
         x[:, _LOG] = np.log1p(np.maximum(x[:, _LOG], 0.0))
     return x.astype(np.float32)
+
+
+def stage_features(nest: LoopNest, log: bool = True) -> np.ndarray:
+    """[n_stages, N_FEATURES] float32, one row per stage in `pipeline.stages` order."""
+    cache = _cache(nest.pipeline)
+    return _scaled([_raw_row(nest, s.name, cache, row_key(nest, s.name)) for s in nest.pipeline.stages], log)
+
+
+def rows_of(items: Sequence[tuple[LoopNest, str, tuple]]) -> np.ndarray:
+    """[len(items), N_FEATURES] float32: the row of each (nest, stage, its `row_key`) as
+    `stage_features` gives it (the same values: the scaling is per element)."""
+    if not items:
+        return np.zeros((0, N_FEATURES), dtype=np.float32)
+    cache = _cache(items[0][0].pipeline)
+    return _scaled([_raw_row(nest, name, cache, key) for nest, name, key in items], True)
 
 
 def _edge_row(nest: LoopNest, prod: str, cons: str, pattern: dict[str, int]) -> np.ndarray:

@@ -29,8 +29,10 @@ import lightgbm as lgb
 import numpy as np
 
 from ..ir import Pipeline
-from ..loopnest import LRU, pipeline_cache
+from ..loopnest import LRU, LoopNest, pipeline_cache
+from ..schedule import Schedule
 from . import features as F
+from .base import Prediction, nests_of, predictions
 from .dataset import Sample
 from .files import ModelFileError, lightgbm_text, read_metadata, write_bytes, write_json
 from .targets import LearnedModel, clip_predictions, log_range, targets_of
@@ -46,6 +48,7 @@ class _Scores:
 
     def __init__(self) -> None:
         self.scores: LRU[bytes, float] = LRU(SCORE_CACHE)
+        self.by_key: LRU[tuple, float] = LRU(SCORE_CACHE)  # the same scores by the row's `F.row_key`
 
 
 def _rows(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -67,6 +70,27 @@ def _pack_sum_objective(y: np.ndarray, group: np.ndarray) -> Any:
         share = ex / tot[group]
         r = (mx + np.log(tot) - y)[group]
         return 2 * r * share, 2 * share + 1e-6
+
+    return objective
+
+
+def stage_rows(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows the trees score (costed stages) and each row's sample index: what fitting, and
+    continued boosting (finetune.py), train on."""
+    return _rows(samples)
+
+
+def pack_sum_objective(y: np.ndarray, group: np.ndarray, weights: np.ndarray | None = None) -> Any:
+    """The pack-sum loss's gradient and hessian for LightGBM (targets `y` per sample, `group` the
+    sample of each row), each sample's terms scaled by its weight (a label's reliability)."""
+    inner = _pack_sum_objective(y, group)
+    if weights is None:
+        return inner
+    w = np.asarray(weights, float)[group]
+
+    def objective(preds: np.ndarray, data: lgb.Dataset) -> tuple[np.ndarray, np.ndarray]:
+        g, h = inner(preds, data)
+        return g * w, h * w + 1e-6
 
     return objective
 
@@ -120,6 +144,52 @@ class TVMModel(LearnedModel):
             for (key, ix), v in zip(missed.items(), raw.tolist()):
                 out[ix] = cache.put(key, v)
         return out
+
+    def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
+        """`predict_samples` of the schedules' features, without building them where it can:
+        a stage's score depends on its feature row alone, and the row on its `F.row_key`, so
+        scores are cached per pipeline by that key; only the rows of keys not seen are built
+        and scored (one LightGBM call), and no edge features (the trees do not read them).
+        The arithmetic after the scores is `predict_samples`' own, so the results are equal."""
+        built = nests_of(p, schedules, nests)
+        if not built:
+            return []
+        cache = pipeline_cache(p, self._cache_name, _Scores).by_key
+        names = [st.name for st in p.stages]
+        raw: list[float | None] = []
+        costed: list[bool] = []
+        missed: dict[tuple, list[int]] = {}
+        misses: list[tuple[LoopNest, str, tuple]] = []
+        for nest in built:
+            pls = nest.placements
+            for name in names:
+                if pls[name].compute == "inline":  # compute_inline = 1: not costed (as `Sample.costed`)
+                    costed.append(False)
+                    raw.append(None)
+                    continue
+                costed.append(True)
+                key = F.row_key(nest, name)
+                v = cache.get(key)
+                if v is None:
+                    if key not in missed:
+                        missed[key] = []
+                        misses.append((nest, name, key))
+                    missed[key].append(len(raw))
+                raw.append(v)
+        if misses:
+            scores = self.raw_scores(F.rows_of(misses))
+            for (key, ix), v in zip(missed.items(), scores.tolist()):
+                cache.put(key, v)
+                for i in ix:
+                    raw[i] = v
+        mask = np.array(costed)
+        n = len(names)
+        graph = np.repeat(np.arange(len(built)), n)
+        ms = np.zeros(len(raw))
+        ms[mask] = np.exp(self.base + np.array([v for v in raw if v is not None]))
+        totals = np.bincount(graph[mask], ms[mask], minlength=len(built))
+        stages = np.split(ms, np.arange(n, n * len(built), n))
+        return predictions(self.name, p, clip_predictions(totals, stages, self.config).tolist(), stages)
 
     def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         if not samples:
