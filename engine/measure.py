@@ -348,6 +348,22 @@ class Summary(TypedDict):
     iqr_ms: float
 
 
+def scaled_options(kernel_ms: float, *, runs: int = 30, min_s: float = 0.05, max_s: float = 0.6, warmup_s: float = 0.05) -> dict[str, Any]:
+    """Job options scaled to a kernel that takes about `kernel_ms` a run (a first, quick
+    measurement or a stored one): a timed window of `runs` runs, within [min_s, max_s]
+    seconds, split into 3 independent rounds (their median of medians is the result, their
+    disagreement the label's spread), and a warm-up of about `warmup_s` seconds (at least 2
+    runs, at most 200) so that caches, page mappings and Halide's thread pool are in their
+    steady state before the clock starts. A fixed window times a 20 us kernel thousands
+    of times but a 50 ms one once; scaled, each gets enough runs for a stable median."""
+    if not kernel_ms > 0:  # also NaN
+        raise ValueError(f"kernel time must be a positive number of ms, not {kernel_ms!r}")
+    run_s = kernel_ms / 1000.0
+    window = min(max_s, max(min_s, runs * run_s))
+    warmup = int(min(200, max(2, -(-warmup_s // run_s))))
+    return {"min_time_s": window / 3, "min_runs": 3, "warmup": warmup, "rounds": 3}
+
+
 def summarize(times_s: list[float]) -> Summary:
     ms = sorted(t * 1000 for t in times_s)
     q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3

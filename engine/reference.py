@@ -9,6 +9,7 @@ the lowering and schedule but not the declaration; the result says which was use
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
     reference outputs were recorded with them); otherwise uniform random data."""
     rng = np.random.default_rng(seed)
     stored = load_weights(p)
+    dtypes = p.source.get("input_dtypes", {})  # an imported integer input: integers in [low, high)
     out = {}
     for i in p.inputs:
         key = i.name if i.weight else f"input::{i.name}"
@@ -49,19 +51,46 @@ def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
             out[i.name] = np.ascontiguousarray(stored[key], dtype=np.float32)
         elif i.weight:
             raise ValueError(f"pipeline {p.name!r}: weight {i.name!r} is missing from {p.source.get('weights')}")
+        elif dtypes.get(i.name) == "bool":
+            out[i.name] = rng.integers(0, 2, size=i.shape).astype(np.float32)
+        elif "int" in dtypes.get(i.name, ""):
+            lo, hi = math.ceil(i.low), math.ceil(i.high)
+            out[i.name] = rng.integers(lo, max(hi, lo + 1), size=i.shape).astype(np.float32)
         else:
             out[i.name] = rng.uniform(i.low, i.high, size=i.shape).astype(np.float32)
     return out
 
 
+def _onnx_feed(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The original model's inputs: each in its ONNX type, the fixed ones at their values."""
+    names = p.source.get("input_names", {})  # IR input name -> ONNX graph input name
+    dtypes = p.source.get("input_dtypes", {})
+    feed = {names.get(i.name, i.name): inputs[i.name].astype(dtypes.get(i.name, "float32")) for i in p.inputs if not i.weight}
+    for name, fixed in p.source.get("fixed_inputs", {}).items():
+        feed[name] = np.asarray(fixed["value"], dtype=fixed["dtype"]).reshape(fixed["shape"])
+    shapes = p.source.get("scalar_inputs", [])
+    for name in shapes:
+        feed[name] = feed[name].reshape(())
+    return feed
+
+
 def _onnxruntime(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort  # noqa: PLC0415
 
-    names = p.source.get("input_names", {})  # IR input name -> ONNX graph input name
     sess = ort.InferenceSession(p.source["model"], providers=["CPUExecutionProvider"])
-    feed = {names.get(i.name, i.name): inputs[i.name] for i in p.inputs if not i.weight}
     outs = p.source.get("output_names", {})
-    got = sess.run([outs.get(o, o) for o in p.outputs], feed)
+    got = sess.run([outs.get(o, o) for o in p.outputs], _onnx_feed(p, inputs))
+    return {o: np.asarray(v, dtype=np.float64) for o, v in zip(p.outputs, got)}
+
+
+def _onnx_reference(p: Pipeline, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX's own reference evaluator (onnx.reference) on the original file: every opset,
+    for the models ONNX Runtime no longer runs (opset 6 and older forms)."""
+    import onnx  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    outs = p.source.get("output_names", {})
+    got = ReferenceEvaluator(onnx.load(p.source["model"])).run([outs.get(o, o) for o in p.outputs], _onnx_feed(p, inputs))
     return {o: np.asarray(v, dtype=np.float64) for o, v in zip(p.outputs, got)}
 
 
@@ -142,6 +171,13 @@ def _unary(a: np.ndarray, fn: str, **p: Any) -> np.ndarray:
         "hardsigmoid": lambda x: np.clip(x * p.get("alpha", 0.2) + p.get("beta", 0.5), 0, 1),
         "clip": lambda x: np.clip(x, -np.inf if p.get("lo") is None else p["lo"], np.inf if p.get("hi") is None else p["hi"]),
         "pow": lambda x: np.power(x, p["p"]),
+        "selu": lambda x: np.where(x > 0, x, p.get("alpha", 1.67326319217681884765625) * (np.exp(x) - 1))
+        * p.get("gamma", 1.05070102214813232421875),
+        "sign": np.sign,
+        "shrink": lambda x: np.where(
+            x < -p.get("lambd", 0.5), x + p.get("bias", 0.0), np.where(x > p.get("lambd", 0.5), x - p.get("bias", 0.0), 0.0)
+        ),
+        "softsign": lambda x: x / (1 + np.abs(x)),
     }  # fmt: skip
     return table[fn](a)
 
@@ -150,7 +186,26 @@ def _binary(*xs: np.ndarray, fn: str, **consts: float) -> np.ndarray:
     it = iter(xs)
     a = consts["a"] if "a" in consts else next(it)
     b = consts["b"] if "b" in consts else next(it)
+    if fn == "prelu":
+        return np.where(a > 0, a, a * b)
     return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum}[fn](a, b)
+
+
+def _gather_data(a: np.ndarray, idx: np.ndarray, axis: int, **_: Any) -> np.ndarray:
+    n = a.shape[axis]
+    k = np.rint(idx).astype(np.int64)
+    inside = (k >= -n) & (k < n)
+    out = np.take(a, np.where(inside, k % n, 0), axis=axis)
+    mask = inside.reshape((1,) * axis + idx.shape + (1,) * (a.ndim - axis - 1))
+    return np.where(mask, out, 0.0)
+
+
+def _where(*xs: np.ndarray, **consts: float) -> np.ndarray:
+    it = iter(xs)
+    c = next(it)
+    a = consts["a"] if "a" in consts else next(it)
+    b = consts["b"] if "b" in consts else next(it)
+    return np.where(c != 0, a, b)
 
 
 def _nary(*xs: np.ndarray, fn: str, **_: Any) -> np.ndarray:
@@ -193,9 +248,11 @@ def _pad_nd(a: np.ndarray, before: list[int], after: list[int], value: float, mo
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, strides: list, pads: list, dilations: list, groups: int, **_: Any):
     t = _torch()
-    xp = np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
-    out = t.nn.functional.conv2d(t.from_numpy(xp), t.from_numpy(w), None, stride=strides, dilation=dilations, groups=groups).numpy()
-    return out if b is None else out + b.reshape(1, -1, 1, 1)
+    nd = w.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[a], pads[nd + a]) for a in range(nd)])
+    fn = {2: t.nn.functional.conv2d, 3: t.nn.functional.conv3d}[nd]
+    out = fn(t.from_numpy(xp), t.from_numpy(w), None, stride=strides, dilation=dilations, groups=groups).numpy()
+    return out if b is None else out + b.reshape(1, -1, *([1] * nd))
 
 
 def _conv_transpose(
@@ -222,25 +279,26 @@ def _conv_transpose(
 def _pool_nd(
     x: np.ndarray, kind: str, kernel: list, strides: list, pads: list, dilations: list, ceil_mode: bool, count_include_pad: bool, **_: Any
 ):
-    h, w = x.shape[2:]
-    outs = [_pool_out(n, kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a, n in enumerate((h, w))]
-    ends = [(outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 for a in range(2)]
-    widths = [(0, 0), (0, 0)] + [(pads[a], max(0, ends[a] - (x.shape[2 + a] + pads[a]))) for a in range(2)]
+    nd = len(kernel)
+    sizes = x.shape[2:]
+    outs = [_pool_out(n, kernel[a], strides[a], pads[a], pads[nd + a], dilations[a], ceil_mode) for a, n in enumerate(sizes)]
+    ends = [(outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 for a in range(nd)]
+    widths = [(0, 0), (0, 0)] + [(pads[a], max(0, ends[a] - (sizes[a] + pads[a]))) for a in range(nd)]
     fill = -np.inf if kind == "max" else 0.0
     xp = np.pad(x, widths, constant_values=fill)
-    ones = np.ones((1, 1, h, w))
+    ones = np.ones((1, 1, *sizes))
     if count_include_pad:  # the padded input counts, ceil mode's extra border does not
-        ones = np.pad(ones, [(0, 0), (0, 0)] + [(pads[a], pads[2 + a]) for a in range(2)], constant_values=1.0)
-        widths = [(0, 0), (0, 0)] + [(0, max(0, ends[a] - ones.shape[2 + a])) for a in range(2)]
+        ones = np.pad(ones, [(0, 0), (0, 0)] + [(pads[a], pads[nd + a]) for a in range(nd)], constant_values=1.0)
+        widths = [(0, 0), (0, 0)] + [(0, max(0, ends[a] - ones.shape[2 + a])) for a in range(nd)]
     cnt = np.pad(ones, widths)
     acc = np.full((*x.shape[:2], *outs), -np.inf if kind == "max" else 0.0)
     n_in = np.zeros((1, 1, *outs))
-    for ky in range(kernel[0]):
-        for kx in range(kernel[1]):
-            ys = slice(ky * dilations[0], ky * dilations[0] + (outs[0] - 1) * strides[0] + 1, strides[0])
-            xs = slice(kx * dilations[1], kx * dilations[1] + (outs[1] - 1) * strides[1] + 1, strides[1])
-            acc = np.maximum(acc, xp[:, :, ys, xs]) if kind == "max" else acc + xp[:, :, ys, xs]
-            n_in = n_in + cnt[:, :, ys, xs]
+    for ks in itertools.product(*(range(k) for k in kernel)):
+        at = (slice(None), slice(None)) + tuple(
+            slice(k * dilations[a], k * dilations[a] + (outs[a] - 1) * strides[a] + 1, strides[a]) for a, k in enumerate(ks)
+        )
+        acc = np.maximum(acc, xp[at]) if kind == "max" else acc + xp[at]
+        n_in = n_in + cnt[at]
     return acc if kind == "max" else acc / n_in
 
 
@@ -300,7 +358,11 @@ OP_REFS: dict[str, Callable[..., np.ndarray]] = {
     "reshape": lambda a, shape, **_: a.reshape(shape),
     "transpose": lambda a, perm, **_: np.transpose(a, perm),
     "slice": _slice,
+    "upsample_nearest": lambda a, axis, factor, **_: np.repeat(a, factor, axis=axis),
     "expand": lambda a, shape, **_: np.broadcast_to(a, shape),
+    "gather_data": _gather_data,
+    "where": _where,
+    "tile": lambda a, repeats, **_: np.tile(a, repeats),
 }
 
 
@@ -322,7 +384,15 @@ def reference(p: Pipeline, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.
     """Reference outputs and the name of the method used."""
     kind = p.source.get("kind")
     if kind == "onnx" and p.source.get("model"):
-        return _onnxruntime(p, inputs), "ONNX Runtime (CPU) on the original model"
+        try:
+            return _onnxruntime(p, inputs), "ONNX Runtime (CPU) on the original model"
+        except Exception as exc:  # noqa: BLE001  # ONNX Runtime refuses old opsets: ONNX's own evaluator is the reference then
+            why = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            try:
+                refs = _onnx_reference(p, inputs)
+            except Exception as exc2:  # noqa: BLE001
+                raise ValueError(f"no reference: ONNX Runtime cannot run the model ({why}), nor can onnx.reference ({exc2})") from None
+            return refs, f"ONNX reference evaluator (onnx.reference) on the original model (ONNX Runtime cannot run it: {why})"
     stored = load_weights(p)
     if all(f"output::{o}" in stored for o in p.outputs) and stored:
         return {o: stored[f"output::{o}"].astype(np.float64) for o in p.outputs}, f"outputs recorded from {kind or 'the source'} at import"

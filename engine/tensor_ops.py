@@ -78,6 +78,14 @@ UNARY: dict[str, Callable[..., E.Expr]] = {
     "hardsigmoid": lambda a, alpha=0.2, beta=0.5: clamp(a * float(alpha) + float(beta), 0.0, 1.0),
     "clip": lambda a, lo=None, hi=None: _clip(a, lo, hi),
     "pow": lambda a, p: _pow(a, float(p)),
+    "selu": lambda a, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875: select(
+        cmp(">", a, 0.0), a * float(gamma), (E.call("exp", a) - 1.0) * float(alpha * gamma)
+    ),
+    "sign": lambda a: select(cmp(">", a, 0.0), 1.0, select(cmp("<", a, 0.0), -1.0, 0.0)),
+    "shrink": lambda a, lambd=0.5, bias=0.0: select(
+        cmp("<", a, -float(lambd)), a + float(bias), select(cmp(">", a, float(lambd)), a - float(bias), 0.0)
+    ),
+    "softsign": lambda a: a / (1.0 + E.call("abs", a)),
 }
 
 BINARY: dict[str, Callable[[E.Expr, E.Expr], E.Expr]] = {
@@ -87,6 +95,7 @@ BINARY: dict[str, Callable[[E.Expr, E.Expr], E.Expr]] = {
     "div": lambda a, b: a / b,
     "max": E.emax,
     "min": E.emin,
+    "prelu": lambda a, b: select(cmp(">", a, 0.0), a, a * b),
 }
 
 
@@ -311,6 +320,50 @@ class TensorOps(Builder):
 
             fn = lambda idx: (*idx[:axis], pick(idx[axis]), *idx[axis + 1 :])
         return self.view(name, src, out_shape, fn, "gather", axis=axis, indices=indices if isinstance(indices, int) else list(indices))
+
+    def gather_data(self, name: str, src: str, axis: int, indices: str) -> str:
+        """src.take(indices, axis) for computed (integer-valued) indices: a reduction over the
+        axis that keeps the element whose position equals the index (negative counts from
+        the end), so no data-dependent address is ever formed; an index out of range gives 0."""
+        shape, ishape = self.shape(src), self.shape(indices)
+        axis = axis_index(axis, len(shape))
+        n = shape[axis]
+        out_shape = (*shape[:axis], *ishape, *shape[axis + 1 :])
+        names = dim_names(len(out_shape))
+        vs = [Var(v) for v in names]
+        k = Var("r0")
+        pos = Access(indices, tuple(vs[axis : axis + len(ishape)]))
+        kf = E.call("float", k)
+        hit = cmp("or", cmp("==", pos, kf), cmp("==", pos, kf - float(n)))
+        body = select(hit, Access(src, (*vs[:axis], k, *vs[axis + len(ishape) :])), 0.0)
+        with self.composite():
+            self.stage(Stage(name, dims_of(names, out_shape), E.Const(0.0), (Dim("r0", n),), body, "sum", op="gather_data"))
+        return self.record("gather_data", [src, indices], name, axis=axis)
+
+    def where(self, name: str, cond: str, a: str | float, b: str | float) -> str:
+        """cond != 0 ? a : b, broadcast (numpy's where); float operands inlined."""
+        srcs = [x for x in (cond, a, b) if isinstance(x, str)]
+
+        def body(*acc: E.Expr) -> E.Expr:
+            it = iter(acc)
+            c = next(it)
+            x = next(it) if isinstance(a, str) else E.Const(float(a))
+            y = next(it) if isinstance(b, str) else E.Const(float(b))
+            return select(cmp("!=", c, 0.0), x, y)
+
+        consts = {k: float(v) for k, v in (("a", a), ("b", b)) if not isinstance(v, str)}
+        with self.composite():
+            self.pointwise(name, "where", srcs, body)
+        return self.record("where", srcs, name, **consts)
+
+    def tile(self, name: str, src: str, repeats: Sequence[int]) -> str:
+        """numpy.tile with one repeat count per axis, as a view (index modulo the size)."""
+        shape = self.shape(src)
+        if len(repeats) != len(shape) or any(r < 1 for r in repeats):
+            raise ValueError(f"tile {name}: repeats {list(repeats)} for a rank-{len(shape)} tensor (one count >= 1 per axis)")
+        out_shape = tuple(n * r for n, r in zip(shape, repeats))
+        fn = lambda idx: tuple(i % n if r > 1 else i for i, n, r in zip(idx, shape, repeats))
+        return self.view(name, src, out_shape, fn, "tile", repeats=[int(r) for r in repeats])
 
     # --- matmul ------------------------------------------------------------------------
     def matmul_nd(self, name: str, a: str, b: str, bias: str | None = None, alpha: float = 1.0, beta: float = 1.0) -> str:

@@ -75,6 +75,39 @@ def register(subparsers: Any) -> None:
     x.add_argument("--db", help="SQLite file")
     x.add_argument("--out", type=A.output_file, required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
     x.add_argument("--json", action="store_true")
+    _register_host(sub)
+
+
+def _register_host(sub: Any) -> None:
+    """noise, finetune, calibrate-host: the labels' ceiling and the model on this machine (issue 13)."""
+    n = sub.add_parser("noise", help="re-measure a fixed sample of dataset schedules twice: the labels' noise ceiling per size class")
+    n.add_argument("--db", help="SQLite file or .jsonl.gz dataset to sample (default: the shipped dataset)")
+    n.add_argument("--pipelines", type=A.positive_int, default=4, help="dataset pipelines, spread over the label sizes")
+    n.add_argument("--per-pipeline", type=A.int_in(2, 10_000), default=16)
+    n.add_argument("--seed", type=A.seed, default=0)
+    n.add_argument("--protocol", choices=["baseline", "careful", "both"], default="baseline", help="how each label is taken")
+    n.add_argument("--threads", type=A.threads, default=None)
+    n.add_argument("--json", action="store_true")
+    f = sub.add_parser("finetune", help="refit the default (tree) model on this host's measurements; before/after on held-out ones")
+    f.add_argument("--db", help="SQLite file (default: the user's measurement database)")
+    f.add_argument("--pipeline", help="only this pipeline's measurements (name or content hash)")
+    f.add_argument("--holdout", type=A.holdout_fraction, default=0.3, help="share of each pipeline's measurements held out")
+    f.add_argument("--max-train", type=A.positive_int, default=None, help="at most this many training measurements")
+    f.add_argument("--rounds", type=A.positive_int, default=None, help="boosting rounds added (default: by the data's size)")
+    f.add_argument("--seed", type=A.seed, default=0)
+    f.add_argument("--threads", type=A.threads, default=None, help="the measurements' Halide threads (default: this machine's cores)")
+    f.add_argument("--allow-other-host", action="store_true", help="use measurements of another host or target (refused by default)")
+    f.add_argument("--no-save", action="store_true", help="report before/after only; keep the current model")
+    f.add_argument("--reset", action="store_true", help="remove the fine-tuned model: back to the shipped one")
+    f.add_argument("--json", action="store_true")
+    h = sub.add_parser("calibrate-host", help="measure a small standard set on this host (minutes) and fine-tune on it")
+    h.add_argument("--db", help="SQLite file for the measurements (default: the user's measurement database)")
+    h.add_argument("--pipelines", type=A.positive_int, default=16, help="standard set: dataset pipelines the models trained on")
+    h.add_argument("--per-pipeline", type=A.int_in(2, 10_000), default=10)
+    h.add_argument("--eval-pipelines", type=A.nonneg_int, default=0, help="also measure this many held-out pipelines: tau before/after")
+    h.add_argument("--budget", type=A.positive_seconds, default=600.0, help="seconds of measuring at most")
+    h.add_argument("--no-save", action="store_true", help="report only; keep the current model")
+    h.add_argument("--json", action="store_true")
 
 
 def _db(args: argparse.Namespace) -> str:
@@ -101,6 +134,8 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.costmodel in HOST_COMMANDS:
+            return HOST_COMMANDS[args.costmodel](args)
         return {"generate": _generate, "train": _train, "eval": _eval, "export": _export, "calibrate": _calibrate}[args.costmodel](args)
     except (ValueError, FileNotFoundError) as exc:  # DatasetFileError is a ValueError
         raise api.InputError(str(exc)) from None
@@ -202,3 +237,98 @@ def _eval(args: argparse.Namespace) -> int:
         lines.append(f"{name:<10}{cells}")
     print_result(args, res, "\n".join(lines))
     return 0
+
+
+def _progress(phase: str, done: int, total: int) -> None:
+    _err(f"{phase}: {done}/{total}")
+
+
+def _noise(args: argparse.Namespace) -> int:
+    from ..costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
+    from ..costmodel.noise import PROTOCOLS, estimate, fixed_sample, save_report  # noqa: PLC0415
+    from ..measure import Runner  # noqa: PLC0415
+
+    if args.db is None:
+        args.db = str(SHIPPED_DATASET)  # the same fixed sample on every machine
+    items = fixed_sample(_db(args), args.pipelines, args.per_pipeline, args.seed)
+    names = ["baseline", "careful"] if args.protocol == "both" else [args.protocol]
+    res: dict[str, Any] = {"samples": len(items), "pipelines": args.pipelines}
+    lines = []
+    with Runner(args.threads) as runner:
+        for name in names:
+            rep = estimate(items, runner, PROTOCOLS[name], progress=lambda k, n, name=name: _err(f"noise ({name}): {k}/{n}"))
+            save_report(rep)
+            res[name] = rep.to_json()
+            o = rep.overall
+            lines.append(
+                f"{name}: tau {_fmt(o['kendall_tau'])}, median |log ratio| {_fmt(o['median_abs_log_ratio'])} over {o['n_samples']} "
+                f"samples of {o['n_pipelines']} pipelines ({rep.jobs} jobs, {rep.seconds:g} s)"
+            )
+            lines += [
+                f"  {c}: tau {_fmt(v['kendall_tau'])}, median |log ratio| {_fmt(v['median_abs_log_ratio'])} ({v['n_samples']} samples)"
+                for c, v in rep.classes.items()
+            ]
+            lines += [f"  failed: {f}" for f in rep.failed]
+    res["host"], res["target"] = runner.host, runner.target
+    print_result(args, res, "\n".join(lines))
+    return 0
+
+
+def _host_line(rep: dict[str, Any]) -> str:
+    return f" (the shipped model was trained on another host: {rep['base_host']})" if rep.get("host_differs") else ""
+
+
+def _finetune(args: argparse.Namespace) -> int:
+    from ..costmodel.finetune import current_environment, finetune_on_db, reset  # noqa: PLC0415
+
+    if args.reset:
+        had = reset()
+        text = "fine-tuned model removed: the shipped model is used" if had else "no fine-tuned model to remove"
+        print_result(args, {"reset": had}, text)
+        return 0
+    env = current_environment(args.threads)
+    rep = finetune_on_db(
+        _db(args), env, pipeline=args.pipeline, holdout=args.holdout, max_train=args.max_train, rounds=args.rounds, seed=args.seed,
+        allow_other_host=args.allow_other_host, save=not args.no_save, progress=_progress,
+    )  # fmt: skip
+    where = "held-out" if rep["held_out"] else "training (too few to hold any out)"
+    text = "\n".join(
+        [
+            f"fine-tuned on {rep['n_train']} measurements of {rep['host']}{_host_line(rep)}; {where} {rep['n_test']}:",
+            f"  before: {rep['before']['text']}",
+            f"  after:  {rep['after']['text']}",
+            f"  saved to {rep['saved']}" if rep["saved"] else f"  not saved: {rep.get('not_saved', '--no-save')}",
+        ]
+    )
+    print_result(args, rep, text)
+    return 0
+
+
+def _calibrate_host(args: argparse.Namespace) -> int:
+    from ..costmodel.finetune import calibrate_host  # noqa: PLC0415
+    from ..database import default_path  # noqa: PLC0415
+    from ..measure import Runner  # noqa: PLC0415
+
+    with Runner() as runner:
+        rep = calibrate_host(
+            args.db or default_path(), runner, pipelines=args.pipelines, per_pipeline=args.per_pipeline,
+            eval_pipelines=args.eval_pipelines, budget_s=args.budget, save=not args.no_save, progress=_progress,
+        )  # fmt: skip
+    lines = [
+        f"measured {rep['measured']} of {rep['standard_set']} standard schedules on {rep['host']}{_host_line(rep)} "
+        f"in {rep['measure_seconds']:g} s; fitted: {rep['train_fit']['before']['text']} -> {rep['train_fit']['after']['text']}"
+    ]
+    if "eval" in rep:
+        e = rep["eval"]
+        lines += [
+            f"held-out pipelines ({e['samples']} schedules of {e['pipelines']}):",
+            f"  original host's labels: {e['original_host']['text']}",
+            f"  this host, before: {e['this_host_before']['text']}",
+            f"  this host, after:  {e['this_host_after']['text']}",
+        ]
+    lines.append(f"saved to {rep['saved']}" if rep.get("saved") else "not saved (--no-save)")
+    print_result(args, rep, "\n".join(lines))
+    return 0
+
+
+HOST_COMMANDS = {"noise": _noise, "finetune": _finetune, "calibrate-host": _calibrate_host}

@@ -59,9 +59,12 @@ def load_model(directory: str | Path, key: str) -> TorchCostModel | TVMModel:
 
 def model_dirs() -> list[Path]:
     """Where trained models are looked for, first wins: $SCHEDULE_EXPLORER_COSTMODEL, the
-    user's own (`costmodel train`'s default output), then the ones shipped in resources/."""
+    user's own fine-tuned for this host (`costmodel finetune`), the user's own (`costmodel
+    train`'s default output), then the ones shipped in resources/."""
+    from .files import finetuned_for_this_host  # noqa: PLC0415
+
     env = os.environ.get(ENV_VAR)
-    return ([Path(env)] if env and env != "analytic" else []) + [default_dir(), SHIPPED]
+    return ([Path(env)] if env and env != "analytic" else []) + finetuned_for_this_host() + [default_dir(), SHIPPED]
 
 
 @lru_cache(maxsize=1)

@@ -58,6 +58,7 @@ class Sample:
     nodes: np.ndarray  # [n_stages, N_FEATURES]
     edge_index: np.ndarray  # [2, E]
     edges: np.ndarray  # [E, N_EDGE_FEATURES]
+    spread: float = 0.0  # the label's relative spread: IQR of its run times / median (0: unknown)
 
     @property
     def costed(self) -> np.ndarray:
@@ -65,9 +66,24 @@ class Sample:
         return self.nodes[:, F.INDEX["compute_inline"]] < 0.5
 
 
-def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan"), nest: LoopNest | None = None) -> Sample:
+def sample_of(p: Pipeline, s: Schedule, time_ms: float = float("nan"), nest: LoopNest | None = None, spread: float = 0.0) -> Sample:
     x, ei, ef = F.featurize(nest or build(p, s))
-    return Sample(p.content_hash(), p.name, s.content_hash(), time_ms, x, ei, ef)
+    return Sample(p.content_hash(), p.name, s.content_hash(), time_ms, x, ei, ef, spread)
+
+
+RELIABLE_SPREAD = 0.2  # a label whose run times' IQR is 20% of its median counts half in fine-tuning
+
+
+def label_weights(samples: Sequence[Sample], half_at: float = RELIABLE_SPREAD) -> np.ndarray:
+    """Each label's weight in training: 1 for a steady label, 1/2 at spread `half_at`, falling
+    as 1 / (1 + (spread / half_at)^2): noisy labels count less instead of misleading the fit."""
+    sp = np.array([s.spread for s in samples], float)
+    return 1.0 / (1.0 + (sp / half_at) ** 2)
+
+
+def reliable(samples: Sequence[Sample], max_spread: float) -> list[Sample]:
+    """The samples whose label spread is at most `max_spread` (the unreliable ones dropped)."""
+    return [s for s in samples if s.spread <= max_spread]
 
 
 def samples_to_predict(p: Pipeline, nests: Sequence[LoopNest]) -> list[Sample]:
@@ -246,7 +262,8 @@ def load(
             return []
         target, host, threads = envs[0][:3]
         q = (
-            "SELECT m.pipeline_hash, m.schedule_hash, m.median_ms, p.name, p.json, s.json FROM measurements m "
+            "SELECT m.pipeline_hash, m.schedule_hash, m.median_ms, p.name, p.json, s.json, "
+            "COALESCE(json_extract(m.json, '$.iqr_ms') / m.median_ms, 0.0) FROM measurements m "
             "JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
             "WHERE m.target=? AND m.host=? AND m.threads=?"
         )
@@ -262,10 +279,10 @@ def load(
         pipes: dict[str, Pipeline] = {}
         stale: set[str] = set()
         out: list[Sample] = []
-        for ph, sh, ms, name, pjson, sjson in rows:
+        for ph, sh, ms, name, pjson, sjson, spread in rows:
             if (ph, sh) in feats:
                 x, ei, ef = (_array(b) for b in feats[(ph, sh)])
-                out.append(Sample(ph, name, sh, float(ms), x, ei, ef))
+                out.append(Sample(ph, name, sh, float(ms), x, ei, ef, float(spread)))
                 continue
             if ph in stale:
                 continue
@@ -278,7 +295,7 @@ def load(
                     print(f"database {db_path}: pipeline {name} stored under {ph} hashes to {now}; skipped", file=sys.stderr)
                     stale.add(ph)
                     continue
-            smp = sample_of(pipes[ph], Schedule.from_json(json.loads(sjson)), float(ms))
+            smp = sample_of(pipes[ph], Schedule.from_json(json.loads(sjson)), float(ms), spread=float(spread))
             if smp.schedule_hash != sh:
                 raise ValueError(f"database {db_path}: schedule stored under {sh} hashes to {smp.schedule_hash}")
             store_features(db, smp)

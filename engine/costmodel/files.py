@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -169,3 +170,103 @@ def torch_archive(path: str | Path, sha256: str | None = None) -> bytes:
     if not any(n.endswith("/data.pkl") for n in names):
         raise ModelFileError(f"{path}: a zip file but not a torch weights archive (no data.pkl)")
     return data
+
+
+# --- the model on this machine: its environment, the user's fine-tuned copy ------------------
+def model_environment(directory: str | Path, stem: str) -> tuple[str, str, int] | None:
+    """(target, host, threads) of the measurements the model `stem` in `directory` was trained
+    or fine-tuned on: its metadata's `environment`, else the `split.json` beside it (what
+    `costmodel train` writes), else None (unknown)."""
+    d = Path(directory)
+    for path in (d / f"{stem}.json", d / "split.json"):
+        if path.exists():
+            env = read_json(path).get("environment")
+            if isinstance(env, list) and len(env) == 3:
+                return (str(env[0]), str(env[1]), int(env[2]))
+    return None
+
+
+def finetuned_root() -> Path:
+    """Where fine-tuned models live: the user data directory's `costmodel-finetuned/`, never
+    the shipped resources (`costmodel finetune`, the app's Fine-tune action)."""
+    from platformdirs import user_data_dir  # noqa: PLC0415
+
+    return Path(user_data_dir("schedule-explorer", appauthor=False)) / "costmodel-finetuned"
+
+
+CURRENT = "current.json"  # names the complete version directory in use
+
+
+def finetuned_dir(root: Path | None = None) -> Path | None:
+    """The fine-tuned model directory in use (None: none, or reset). A version directory only
+    becomes current once every file in it is written, so a reader never sees half a model."""
+    root = root or finetuned_root()
+    pointer = root / CURRENT
+    if not pointer.exists():
+        return None
+    name = read_json(pointer).get("dir")
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise ModelFileError(f"{pointer}: no version directory named in it")
+    d = root / name
+    if not d.is_dir():
+        raise ModelFileError(f"{pointer}: names {name}, which does not exist (removed by hand?): reset the fine-tuned model")
+    return d
+
+
+@contextmanager
+def new_version(root: Path | None = None) -> Iterator[Path]:
+    """A fresh version directory under `root` for the caller to fill; on a normal exit it becomes
+    current (`current.json` replaced atomically) and older versions are removed, on an
+    exception it is removed and the current one stays."""
+    import shutil  # noqa: PLC0415
+
+    root = root or finetuned_root()
+    root.mkdir(parents=True, exist_ok=True)
+    d = root / f"v-{int(time.time() * 1000)}-{secrets.token_hex(3)}"
+    d.mkdir()
+    try:
+        yield d
+        _fsync_dir(d)
+        write_json(root / CURRENT, {"dir": d.name})
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    for old in root.glob("v-*"):
+        if old != d and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def reset_finetuned(root: Path | None = None) -> bool:
+    """Back to the shipped model: the pointer goes first (one atomic unlink), then the
+    versions. Returns whether there was a fine-tuned model."""
+    import shutil  # noqa: PLC0415
+
+    root = root or finetuned_root()
+    pointer = root / CURRENT
+    had = pointer.exists()
+    pointer.unlink(missing_ok=True)
+    if root.exists():
+        _fsync_dir(root)
+        for old in root.glob("v-*"):
+            shutil.rmtree(old, ignore_errors=True)
+    return had
+
+
+def finetuned_for_this_host(root: Path | None = None) -> list[Path]:
+    """[the fine-tuned model directory] when there is one and it was fine-tuned on this
+    machine's target and host, else [] (a model of another machine is never used silently:
+    the CLI and the app say when the host differs)."""
+    if not ((root or finetuned_root()) / CURRENT).exists():  # checked first: a plain start loads no Halide
+        return []
+    from ..halide_backend import target_string  # noqa: PLC0415
+    from ..measure import host_fingerprint  # noqa: PLC0415
+
+    try:
+        d = finetuned_dir(root)
+        env = model_environment(d, "tvm") if d is not None else None
+    except ModelFileError as exc:
+        import sys  # noqa: PLC0415
+
+        print(f"fine-tuned cost model not usable ({exc}); using the next", file=sys.stderr)
+        return []
+    return [d] if d is not None and env is not None and env[:2] == (target_string(), host_fingerprint()) else []

@@ -27,7 +27,7 @@ from ..ir import Pipeline
 from .nd_conv import NdBuilder
 
 Value = np.ndarray | str
-LOOP_NAME = re.compile(r"[ncyxijkbr]|r[cyx]|[rdb]\d+")
+LOOP_NAME = re.compile(r"[ncyxzijkbr]|r[cyxz]|[rdb]\d+")
 # C math library names: a Func named 'tanh' breaks Halide's first JIT compile in a process
 # ("Symbol not found: <input>.buffer"); stage names avoid them all.
 LIBM_NAMES = frozenset(
@@ -187,6 +187,9 @@ class Emitter:
         self._const_inputs: dict[int, str] = {}
         self._const_names: dict[int, str] = {}  # id(array) -> the graph's name for it
         self._keep: list[np.ndarray] = []  # keeps constants alive so their ids stay unique
+        # Integer data inputs read as indices (Gather's): input -> [low, high) of valid values,
+        # so random test data stays in range (engine/reference.py make_inputs draws integers).
+        self.index_ranges: dict[str, list[int]] = {}
         # Stage -> module path of the graph node it came from ('layer1/layer1.0/conv1'): the
         # app groups a large graph's stages by it. Display only: not part of the content hash.
         self.scopes: dict[str, str] = {}
@@ -352,6 +355,9 @@ class Emitter:
                 t = self.b.materialize(self.name(hint), t)
             names.append(t)
         p = self.b.build(names)
+        if self.index_ranges:
+            rng = self.index_ranges
+            p = replace(p, inputs=[replace(i, low=rng[i.name][0], high=rng[i.name][1]) if i.name in rng else i for i in p.inputs])
         needs = positive_inputs(p)
         if needs:
             lo, hi = POSITIVE_RANGE

@@ -1,9 +1,10 @@
-"""Convolution and pooling (NCHW) for imported models: `NdBuilder` = `TensorOps` plus
-convolution with asymmetric pads, dilations and groups, transposed convolution, and
-pooling with ceil mode and both average-pool padding rules."""
+"""Convolution and pooling (NCHW, and NCDHW in 3-D) for imported models: `NdBuilder` =
+`TensorOps` plus convolution with asymmetric pads, dilations and groups, transposed
+convolution, and pooling with ceil mode and both average-pool padding rules."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from .. import expr as E
@@ -11,6 +12,8 @@ from ..expr import Access, Var, clamp, cmp, select
 from ..ir import Dim, Stage
 from ..ops import FLOAT_LOWEST
 from ..tensor_ops import TensorOps, dims_of
+
+SPATIAL = {2: ("y", "x"), 3: ("z", "y", "x")}  # loop names of the spatial axes, outermost first
 
 
 def check_window(
@@ -63,39 +66,42 @@ class NdBuilder(TensorOps):
         dilations: Sequence[int] = (1, 1),
         groups: int = 1,
     ) -> str:
-        """2-D convolution; pads are (top, left, bottom, right) as in ONNX."""
-        check_window("convolution", 2, strides=strides, pads=pads, dilations=dilations)
+        """Convolution over the weight's spatial axes (2-D: NCHW, 3-D: NCDHW); pads are the
+        begins then the ends, as in ONNX ((top, left, bottom, right) in 2-D)."""
+        nd = len(self.shape(weight)) - 2
+        if nd not in SPATIAL:
+            raise ValueError(f"conv {name}: a {nd}-D convolution (2-D and 3-D are built; 1-D is a 2-D one of height 1)")
+        check_window("convolution", nd, strides=strides, pads=pads, dilations=dilations)
         if groups < 1:
             raise ValueError(f"conv {name}: attribute 'group' is {groups}: it must be at least 1")
         inputs = [src, weight] + ([bias] if bias else [])
         with self.composite():
             x = src
             if any(pads):
-                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, pads[0], pads[1]), (0, 0, pads[2], pads[3]))
-            n_, c_in, h, w = self.shape(x)
-            c_out, cg, kh, kw = self.shape(weight)
+                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, *pads[:nd]), (0, 0, *pads[nd:]))
+            n_, c_in, *sizes = self.shape(x)
+            c_out, cg, *ks = self.shape(weight)
             if c_in != cg * groups or c_out % groups:
                 raise ValueError(f"conv {name}: {c_in} input channels do not match weight {self.shape(weight)} with groups={groups}")
-            (sh, sw), (dh, dw) = strides, dilations
-            oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
-            if oh <= 0 or ow <= 0:
+            outs = [(h - d * (k - 1) - 1) // st + 1 for h, k, st, d in zip(sizes, ks, strides, dilations)]
+            if min(outs) <= 0:
                 raise ValueError(f"conv {name}: kernel larger than the padded input")
-            n, c, y, xv = (Var(v) for v in "ncyx")
-            ry, rx, rc = Var("ry"), Var("rx"), Var("rc")
-            yy = _affine(y, sh, ry, dh)
-            xx = _affine(xv, sw, rx, dw)
+            names = SPATIAL[nd]
+            n, c = Var("n"), Var("c")
+            rv = [Var(f"r{v}") for v in names]
+            at = [_affine(Var(v), st, r, d) for v, st, r, d in zip(names, strides, rv, dilations)]
             per_group = c_out // groups
             if cg == 1:
                 cin: E.Expr = c if per_group == 1 else c // per_group
-                body = Access(x, (n, cin, yy, xx)) * Access(weight, (c, E.Const(0), ry, rx))
-                rdom: tuple[Dim, ...] = (Dim("ry", kh), Dim("rx", kw))
+                body = Access(x, (n, cin, *at)) * Access(weight, (c, E.Const(0), *rv))
+                rdom: tuple[Dim, ...] = tuple(Dim(f"r{v}", k) for v, k in zip(names, ks))
             else:
-                cin = rc if groups == 1 else (c // per_group) * cg + rc
-                body = Access(x, (n, cin, yy, xx)) * Access(weight, (c, rc, ry, rx))
-                rdom = (Dim("rc", cg), Dim("ry", kh), Dim("rx", kw))
+                cin = Var("rc") if groups == 1 else (c // per_group) * cg + Var("rc")
+                body = Access(x, (n, cin, *at)) * Access(weight, (c, Var("rc"), *rv))
+                rdom = (Dim("rc", cg), *(Dim(f"r{v}", k) for v, k in zip(names, ks)))
             init = Access(bias, (c,)) if bias else E.Const(0.0)
-            op = "depthwise_conv2d" if groups == c_in and cg == 1 else "conv2d"
-            self.stage(Stage(name, dims_of("ncyx", (n_, c_out, oh, ow)), init, rdom, body, "sum", op=op))
+            op = ("depthwise_conv2d" if groups == c_in and cg == 1 else "conv2d") if nd == 2 else f"conv{nd}d"
+            self.stage(Stage(name, dims_of(["n", "c", *names], (n_, c_out, *outs)), init, rdom, body, "sum", op=op))
         return self.record("conv", inputs, name, strides=list(strides), pads=list(pads), dilations=list(dilations), groups=groups)
 
     def conv_transpose(
@@ -175,44 +181,54 @@ class NdBuilder(TensorOps):
         ceil_mode: bool = False,
         count_include_pad: bool = False,
     ) -> str:
-        """2-D max or average pooling. Average: the divisor counts the window's elements inside
-        the input (or, with count_include_pad, inside the padded input), as ONNX Runtime does."""
-        check_window(f"{kind} pooling", 2, kernel=kernel, strides=strides, pads=pads, dilations=dilations)
+        """Max or average pooling over the kernel's spatial axes (2-D or 3-D). Average: the
+        divisor counts the window's elements inside the input (or, with count_include_pad,
+        inside the padded input), as ONNX Runtime does."""
+        nd = len(kernel)
+        if nd not in SPATIAL:
+            raise ValueError(f"{kind} pooling {name}: {nd}-D (2-D and 3-D are built)")
+        check_window(f"{kind} pooling", nd, kernel=kernel, strides=strides, pads=pads, dilations=dilations)
         for k, pad in enumerate(pads):  # a window over padding only: ONNX Runtime and PyTorch refuse it
-            if pad >= kernel[k % 2]:
+            if pad >= kernel[k % nd]:
                 raise ValueError(f"attribute 'pads' is {list(pads)}: each pad must be smaller than the kernel {list(kernel)}")
-        n_, c_, h, w = self.shape(src)
-        sizes = (h, w)
-        outs = [pool_out_size(sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], dilations[a], ceil_mode) for a in range(2)]
+        n_, c_, *sizes = self.shape(src)
+        outs = [pool_out_size(sizes[a], kernel[a], strides[a], pads[a], pads[nd + a], dilations[a], ceil_mode) for a in range(nd)]
         if min(outs) < 1:
-            padded = [sizes[a] + pads[a] + pads[2 + a] for a in range(2)]
+            padded = [sizes[a] + pads[a] + pads[nd + a] for a in range(nd)]
             raise ValueError(f"{kind} pooling {name}: the window is larger than the padded input {padded} (output size {outs})")
         extra = [
-            max(0, (outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 - (sizes[a] + pads[a] + pads[2 + a])) for a in range(2)
+            max(0, (outs[a] - 1) * strides[a] + dilations[a] * (kernel[a] - 1) + 1 - (sizes[a] + pads[a] + pads[nd + a])) for a in range(nd)
         ]
         fill = FLOAT_LOWEST if kind == "max" else 0.0
+        names = SPATIAL[nd]
         with self.composite():
             x = src
             if any(pads) or any(extra):
-                after = (0, 0, pads[2] + extra[0], pads[3] + extra[1])
-                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, pads[0], pads[1]), after, fill)
-            n, c, y, xv = (Var(v) for v in "ncyx")
-            ry, rx = Var("ry"), Var("rx")
-            body = Access(x, (n, c, _affine(y, strides[0], ry, dilations[0]), _affine(xv, strides[1], rx, dilations[1])))
-            rdom = (Dim("ry", kernel[0]), Dim("rx", kernel[1]))
-            dims = dims_of("ncyx", (n_, c_, outs[0], outs[1]))
+                after = (0, 0, *(pads[nd + a] + extra[a] for a in range(nd)))
+                x = self.pad_nd(self.fresh(f"{name}_pad"), src, (0, 0, *pads[:nd]), after, fill)
+            n, c = Var("n"), Var("c")
+            vs = [Var(v) for v in names]
+            rv = [Var(f"r{v}") for v in names]
+            body = Access(x, (n, c, *(_affine(v, strides[a], rv[a], dilations[a]) for a, v in enumerate(vs))))
+            rdom = tuple(Dim(f"r{v}", k) for v, k in zip(names, kernel))
+            dims = dims_of(["n", "c", *names], (n_, c_, *outs))
             if kind == "max":
                 self.stage(Stage(name, dims, E.Const(FLOAT_LOWEST), rdom, body, "max", op="maxpool"))
             else:
                 acc = self.stage(Stage(self.fresh(f"{name}_sum"), dims, E.Const(0.0), rdom, body, "sum", op="avgpool"))
                 counts = [
-                    _window_count(v, sizes[a], kernel[a], strides[a], pads[a], pads[2 + a], extra[a], count_include_pad)
-                    for a, v in enumerate((y, xv))
+                    _window_count(v, sizes[a], kernel[a], strides[a], pads[a], pads[nd + a], extra[a], count_include_pad)
+                    for a, v in enumerate(vs)
                 ]
-                if all(isinstance(ct, int) for ct in counts):
-                    val = Access(acc, (n, c, y, xv)) * (1.0 / (counts[0] * counts[1]))
+                here = Access(acc, (n, c, *vs))
+                fixed = [ct for ct in counts if isinstance(ct, int)]
+                if len(fixed) == len(counts):
+                    val = here * (1.0 / math.prod(fixed))
                 else:
-                    val = Access(acc, (n, c, y, xv)) / (E.wrap(counts[0]) * counts[1])
+                    div: E.Expr = E.wrap(counts[0])
+                    for ct in counts[1:]:
+                        div = div * ct
+                    val = here / div
                 self.stage(Stage(name, dims, val, op="scale"))
         return self.record(
             "pool_nd", [src], name, kind=kind, kernel=list(kernel), strides=list(strides), pads=list(pads), dilations=list(dilations),

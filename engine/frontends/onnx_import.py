@@ -36,6 +36,15 @@ from .common import (
 )
 from .onnx_ops import HANDLERS, Ctx, Node
 
+# ONNX element types a graph input may have (numpy names): float32 is the IR's own; the
+# others are carried in float32 buffers (see import_onnx).
+INPUT_TYPES = {1: "float32", 10: "float16", 11: "float64", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool"}
+# (op, input position) where an input is a shape or axes, so its value must be known at import.
+SHAPE_SLOTS = {
+    "Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
+    "ReduceMin": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "OneHot": (1,),
+}  # fmt: skip
 # Ops whose output depends only on the input's (static) shape: constant even on data.
 SHAPE_OPS = ("Shape", "Size")
 # Never folded: their value is not a function of their inputs.
@@ -45,8 +54,13 @@ _MISSING = object()  # an output a handler did not produce (e.g. a pooling's Ind
 _POISON = object()  # downstream of an unsupported node: skipped, not reported again
 
 
-def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> ImportResult:
-    """Import an .onnx file; weights go to an .npz in `weights_dir` (default: the user cache)."""
+def import_onnx(path: str | Path, weights_dir: str | Path | None = None, input_values: dict[str, np.ndarray] | None = None) -> ImportResult:
+    """Import an .onnx file; weights go to an .npz in `weights_dir` (default: the user cache).
+
+    `input_values` fixes graph inputs to given values (constants of the pipeline): an input
+    that gives a shape (Expand's, Reshape's: `shape_inputs`) must be fixed, since the IR's
+    shapes are static. Integer inputs otherwise are data, carried as float32 values (exact
+    below 2**24); float64 / float16 inputs are computed in float32 (both reported)."""
     t0 = time.perf_counter()
     path = Path(path).expanduser().resolve()
     model, model_sha, light = _load(path)
@@ -56,14 +70,32 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
     env: dict[str, Any] = _initializers(graph, path)
     em = Emitter(sanitize(path.stem, "model"), f"imported from {path.name}")
     input_names: dict[str, str] = {}
+    dtypes: dict[str, str] = {}  # IR input -> numpy dtype of the ONNX input, where not float32
+    fixed: dict[str, Any] = {}
+    scalars: list[str] = []
+    for name, value in (input_values or {}).items():
+        if name not in {vi.name for vi in graph.input} or name in env:
+            raise ModelImportError(f"{path}: input_values names {name!r}, which is not a graph input")
+        env[name] = np.asarray(value)
+        fixed[name] = {"dtype": str(env[name].dtype), "shape": list(env[name].shape), "value": env[name].reshape(-1).tolist()}
+        em.simplifications.append(f"input {name!r} fixed to its given value {env[name].reshape(-1).tolist()[:8]} (a constant)")
     for vi in graph.input:
         if vi.name in env:
             continue
         shape = _static_shape(vi, path)
-        if vi.type.tensor_type.elem_type != 1:
-            raise ModelImportError(f"{path}: input {vi.name!r} is not float32 (the IR's only type)")
+        elem = vi.type.tensor_type.elem_type
+        if elem not in INPUT_TYPES:
+            raise ModelImportError(f"{path}: input {vi.name!r} has element type {_type_name(elem)}; the IR computes on numbers only")
+        if not shape:  # a scalar input: a one-element tensor (ONNX broadcasts it the same way)
+            shape = (1,)
+            scalars.append(vi.name)
+            em.simplifications.append(f"input {vi.name!r} is a scalar: imported as a one-element tensor")
         env[vi.name] = em.input(vi.name, shape)
         input_names[env[vi.name]] = vi.name
+        if elem != 1:
+            dtypes[env[vi.name]] = INPUT_TYPES[elem]
+            what = "integer values carried as float32 (exact below 2**24)" if "int" in INPUT_TYPES[elem] else "computed in float32"
+            em.simplifications.append(f"input {vi.name!r} is {INPUT_TYPES[elem]}: {what}")
     nodes = [_node(n, k, path) for k, n in enumerate(graph.node)]
     _check_references(nodes, set(env), [o.name for o in graph.output], path)
     graph_outputs = {o.name for o in graph.output}
@@ -88,6 +120,15 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
         "input_names": input_names,
         "output_names": {ir: o.name for ir, o in zip(out_names, graph.output)},
     }
+    if dtypes:
+        source["input_dtypes"] = dtypes
+    if fixed:
+        source["fixed_inputs"] = fixed
+    if scalars:
+        source["scalar_inputs"] = scalars
+    index_ranges = {n: r for n, r in em.index_ranges.items() if n in input_names}
+    if index_ranges:
+        source["index_ranges"] = index_ranges
     weights_info: dict[str, Any] = {"arrays": len(em.weights), "bytes": int(sum(a.nbytes for a in em.weights.values()))}
     if em.weights:
         wpath, wsha = write_weights(
@@ -111,6 +152,24 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None) -> Impo
     return ImportResult(pipeline, report)
 
 
+def shape_inputs(model: Any) -> list[str]:
+    """Graph inputs (not initializers) that some node reads as a shape or axes: their values
+    must be given (`import_onnx(input_values=...)`), the IR's shapes being static."""
+    init = {t.name for t in model.graph.initializer}
+    names = {i.name for i in model.graph.input if i.name not in init}
+    found = [x for n in model.graph.node for k, x in enumerate(n.input) if k in SHAPE_SLOTS.get(n.op_type, ()) and x in names]
+    return list(dict.fromkeys(found))
+
+
+def _type_name(elem: int) -> str:
+    from onnx import TensorProto  # noqa: PLC0415
+
+    try:
+        return TensorProto.DataType.Name(elem)
+    except ValueError:
+        return f"#{elem}"
+
+
 def _walk(
     nodes: list[Node], env: dict[str, Any], em: Emitter, opset: int, types: dict[str, Any], graph_outputs: set[str], path: Path
 ) -> None:
@@ -128,11 +187,16 @@ def _walk(
         elif any(v is _POISON for v in ins):
             outs = [_POISON] * len(node.outputs)
         elif node.op in SHAPE_OPS or all(v is None or isinstance(v, np.ndarray) for v in ins) and node.op not in NONDETERMINISTIC:
-            outs = _fold(node, ins, em, opset)
-            folded[node.op] += 1
+            try:
+                outs = _fold(node, ins, em, opset)
+                folded[node.op] += 1
+            except Unsupported as exc:
+                unsupported.append({"op": node.op, "node": node.hint, "reason": str(exc)})
+                outs = [_POISON] * len(node.outputs)
         else:
             try:
-                outs = _map(node, ins, em, opset, graph_outputs)
+                _check_integer_op(node, types)
+                outs = _map(node, ins, em, opset, graph_outputs, types)
             except Unsupported as exc:
                 unsupported.append({"op": node.op, "node": node.hint, "reason": str(exc)})
                 outs = [_POISON] * len(node.outputs)
@@ -149,7 +213,21 @@ def _walk(
         em.simplifications.append(f"constant-folded {sum(folded.values())} node(s) ({what})")
 
 
-def _map(node: Node, ins: list[Any], em: Emitter, opset: int, graph_outputs: set[str]) -> list[Any]:
+# Operators whose result on integer values is the same integer computed in float32 (exactly,
+# below 2**24): integer data may flow through these only.
+INTEGER_EXACT = frozenset(
+    "Identity Add Sub Mul Neg Abs Relu Max Min Sum Sign Concat Gather Squeeze Unsqueeze Reshape Transpose Flatten Slice Expand "
+    "Tile Pad Split ReduceSum ReduceMax ReduceMin Where Cast Equal Less Greater LessOrEqual GreaterOrEqual Not And Or".split()
+)
+
+
+def _check_integer_op(node: Node, types: dict[str, Any]) -> None:
+    ints_out = [o for o in node.outputs if o and types.get(o, (1,))[0] in (2, 3, 5, 6, 7, 9)]
+    if ints_out and node.op not in INTEGER_EXACT:
+        raise Unsupported(f"{node.op} computing integers from data (integers are carried in float32 through exact operators only)")
+
+
+def _map(node: Node, ins: list[Any], em: Emitter, opset: int, graph_outputs: set[str], types: dict[str, Any]) -> list[Any]:
     bad = [k for k, v in enumerate(ins) if v is _MISSING]
     if bad:
         raise Unsupported(f"reads an output its producer does not provide ({node.inputs[bad[0]]!r})")
@@ -158,7 +236,7 @@ def _map(node: Node, ins: list[Any], em: Emitter, opset: int, graph_outputs: set
     for i, v in zip(node.inputs, ins):
         em.name_const(v, i)  # weight inputs are named after their initializers
     start = len(em.b.stages)
-    outs = HANDLERS[node.op](Ctx(em, opset, hint), node, ins)
+    outs = HANDLERS[node.op](Ctx(em, opset, hint, types), node, ins)
     em.scoped(onnx_scope(node.name), start)
     em.mapped[node.op] += 1
     return outs
@@ -340,8 +418,8 @@ def _check_shape(em: Emitter, node: Node, name: str, v: Any, types: dict[str, tu
         return
     theirs = types[name][1]
     ours = list(em.shape(v))
-    if isinstance(v, str) and types[name][0] not in (0, 1):
-        raise ModelImportError(f"{path}: node {node.hint!r} ({node.op}) computes a non-float32 tensor from data; the IR is float32 only")
+    if isinstance(v, str) and types[name][0] not in (0, 1) and types[name][0] not in INPUT_TYPES:
+        raise ModelImportError(f"{path}: node {node.hint!r} ({node.op}) computes a {_type_name(types[name][0])} tensor from data")
     if None in theirs or (not theirs and ours == [1]):
         return
     if ours != theirs:
@@ -437,11 +515,22 @@ def _fold(node: Node, ins: list[Value | None], em: Emitter, opset: int) -> list[
             return [np.array(int(np.prod(shape)), dtype=np.int64)]
         start, end = int(node.attrs.get("start", 0)), node.attrs.get("end")
         return [np.array(shape[start : None if end is None else int(end)], dtype=np.int64)]
+    from onnx import TypeProto, helper  # noqa: PLC0415
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
 
+    feeds = {i: np.asarray(v) for i, v in zip(node.inputs, ins) if i and v is not None}
     try:
-        feeds = {i: v for i, v in zip(node.inputs, ins) if i}
-        outs = ReferenceEvaluator(node.proto, opsets={"": opset}).run(None, feeds)
-    except Exception as exc:  # noqa: BLE001
-        raise ModelImportError(f"node {node.hint!r} ({node.op}): constant folding failed: {exc}") from None
-    return [np.asarray(o) for o in outs]
+        # A one-node model at the model's opset: evaluating the bare node would use the newest
+        # opset's definition (opset-9 Unsqueeze's `axes` attribute fails there).
+        graph = helper.make_graph(
+            [node.proto],
+            "fold",
+            [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in feeds.items()],
+            [helper.make_value_info(o, TypeProto()) for o in node.outputs if o],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        outs = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:  # noqa: BLE001  # ONNX's evaluator has no clear message to pass on: reported as unsupported
+        raise Unsupported("a constant computation the importer cannot evaluate (constant folding failed)") from None
+    got = iter([np.asarray(o) for o in outs])
+    return [next(got) if o else _MISSING for o in node.outputs]  # type: ignore[misc]  # _MISSING marks an unnamed output

@@ -39,6 +39,7 @@ class Ctx:
     em: Emitter
     opset: int
     hint: str = ""  # stage-name hint of the node being mapped
+    types: dict[str, Any] = field(default_factory=dict)  # value -> (ONNX element type, shape) from shape inference
 
     def const(self, v: Value | None, what: str) -> np.ndarray:
         if not isinstance(v, np.ndarray):
@@ -56,17 +57,33 @@ handles = handler_registry(HANDLERS)
 # --- pass-through and elementwise ------------------------------------------------------
 @handles("Identity", "Dropout")
 def _identity(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
-    if node.op == "Dropout" and len(ins) > 2 and ins[2] is not None and bool(cx.const(ins[2], "training_mode").reshape(-1)[0]):
-        raise Unsupported("Dropout in training mode")
+    """Identity, and Dropout at inference in all its forms: opset < 7's `is_test` attribute,
+    opset 12's `training_mode` input; its mask output (if named) is all ones."""
+    if node.op == "Dropout":
+        if len(ins) > 2 and ins[2] is not None and bool(cx.const(ins[2], "training_mode").reshape(-1)[0]):
+            raise Unsupported("Dropout in training mode")
+        if cx.opset < 7 and not node.attrs.get("is_test", 0) and float(node.attrs.get("ratio", 0.5)) > 0:
+            raise Unsupported("Dropout in training mode (is_test=0)")
     cx.em.simplifications.append(f"{node.op} {node.hint!r} removed")
+    if node.op == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
+        return [ins[0], np.ones(cx.em.shape(ins[0]), dtype=bool)]
     return [ins[0]]
+
+
+FLOATS = (1, 10, 11)  # float32, float16, float64: all computed in float32
+INTEGERS = (2, 3, 5, 6, 7, 9)  # uint8, int8, int16, int32, int64, bool: integer values carried in float32
 
 
 @handles("Cast")
 def _cast(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
-    if int(node.attrs["to"]) != 1:  # TensorProto.FLOAT
-        raise Unsupported("cast of computed data to a type other than float32 (the IR is float32)")
-    return [ins[0]]
+    """To a float type: the values as they are. Between integer types, or from integers to
+    floats: the same values. Float data to an integer type would round: unsupported."""
+    to = int(node.attrs["to"])
+    src = cx.types.get(node.inputs[0], (0, []))[0]
+    if to in FLOATS or (to in INTEGERS and src in INTEGERS and to != 9):
+        cx.em.simplifications.append(f"Cast {node.hint!r} removed (the values are unchanged)")
+        return [ins[0]]
+    raise Unsupported(f"Cast of computed data from element type {src} to {to} (it would change the values)")
 
 
 _UNARY = {
@@ -80,9 +97,16 @@ def _unary(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     return [cx.em.unary(_UNARY[node.op], ins[0], cx.hint)]
 
 
-@handles("LeakyRelu", "Elu", "HardSigmoid", "Gelu")
+@handles("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Selu", "Shrink", "Sign", "Softsign")
 def _unary_attr(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     a = node.attrs
+    if node.op == "Selu":
+        defaults = {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}
+        return [cx.em.unary("selu", ins[0], cx.hint, **{k: float(a.get(k, v)) for k, v in defaults.items()})]
+    if node.op == "Shrink":
+        return [cx.em.unary("shrink", ins[0], cx.hint, lambd=float(a.get("lambd", 0.5)), bias=float(a.get("bias", 0.0)))]
+    if node.op in ("Sign", "Softsign"):
+        return [cx.em.unary(node.op.lower(), ins[0], cx.hint)]
     if node.op == "LeakyRelu":
         return [cx.em.unary("leaky_relu", ins[0], cx.hint, alpha=float(a.get("alpha", 0.01)))]
     if node.op == "Elu":
@@ -107,9 +131,66 @@ def _clip(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 
 
+def legacy_broadcast(cx: Ctx, node: Node, a: Value, b: Value) -> Value:
+    """Before opset 7, `broadcast=1` with `axis` aligns b's axes with a's from `axis` on (numpy
+    aligns trailing axes): b is reshaped with trailing ones so numpy's rule gives the same."""
+    if cx.opset >= 7 or not node.attrs.get("broadcast", 0) or "axis" not in node.attrs:
+        return b
+    ra, sb = len(cx.em.shape(a)), cx.em.shape(b)
+    axis = axis_index(int(node.attrs["axis"]), ra)
+    if axis + len(sb) > ra:
+        raise ValueError(f"broadcast axis {axis} does not fit shape {list(sb)} into rank {ra}")
+    return cx.em.reshape(b, (*sb, *([1] * (ra - axis - len(sb)))), f"{cx.hint}_b", "Reshape")
+
+
 @handles(*_BINARY)
 def _binary(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
-    return [cx.em.binary(_BINARY[node.op], ins[0], ins[1], cx.hint)]
+    if node.op == "Div" and any(cx.types.get(i, (1,))[0] in INTEGERS for i in node.inputs):
+        raise Unsupported("Div of integers (it rounds; the IR divides floats)")
+    b = legacy_broadcast(cx, node, ins[0], ins[1])
+    return [cx.em.binary(_BINARY[node.op], ins[0], b, cx.hint)]
+
+
+@handles("PRelu")
+def _prelu(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    x, slope = ins
+    xs, ss = cx.em.shape(x), cx.em.shape(slope)
+    if cx.opset < 7 and len(xs) > 2 and len(ss) == 1 and ss[0] == xs[1] and ss[0] != 1:  # opset 6: one slope per channel
+        slope = cx.em.reshape(slope, (ss[0], *([1] * (len(xs) - 2))), f"{cx.hint}_slope", "Reshape")
+    return [cx.em.binary("prelu", x, slope, cx.hint)]
+
+
+@handles("Where")
+def _where(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    em = cx.em
+    shape = tuple(int(n) for n in np.broadcast_shapes(*(em.shape(v) for v in ins)))
+
+    def operand(v: Value, k: int) -> str | float:
+        s = em.scalar(v) if isinstance(v, np.ndarray) and len(v.shape) <= len(shape) else None
+        return s if s is not None and k > 0 else em.tensor(v, f"{cx.hint}_{('cond', 'a', 'b')[k]}")
+
+    c, a, b = (operand(v, k) for k, v in enumerate(ins))
+    assert isinstance(c, str)
+    out = em.b.where(em.name(cx.hint), c, a, b)
+    return [em.expand(out, shape, f"{cx.hint}_expand")]
+
+
+@handles("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or")
+def _compare(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    """Comparisons and logic as 0/1 values (a bool tensor is carried in float32)."""
+    em = cx.em
+    fns = {"Equal": "==", "Less": "<", "Greater": ">", "LessOrEqual": "<=", "GreaterOrEqual": ">="}
+    from ..expr import cmp, select  # noqa: PLC0415
+
+    if node.op == "Not":
+        return [em.b.pointwise(em.name(cx.hint), "not", [em.tensor(ins[0])], lambda a: select(cmp("==", a, 0.0), 1.0, 0.0))]
+    srcs = [em.tensor(v, f"{cx.hint}_const") for v in ins]
+    if node.op in ("And", "Or"):
+        op = node.op.lower()
+        body = lambda a, b: select(cmp(op, cmp("!=", a, 0.0), cmp("!=", b, 0.0)), 1.0, 0.0)
+    else:
+        body = lambda a, b: select(cmp(fns[node.op], a, b), 1.0, 0.0)
+    return [em.b.pointwise(em.name(cx.hint), node.op.lower(), srcs, body)]
 
 
 @handles("Pow")
@@ -196,8 +277,8 @@ def _conv(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     wshape = em.shape(w)
-    if len(wshape) not in (3, 4):
-        raise Unsupported(f"{len(wshape) - 2}-D convolution (1-D and 2-D are mapped)")
+    if len(wshape) not in (3, 4, 5) or (len(wshape) == 5 and node.op == "ConvTranspose"):
+        raise Unsupported(f"{len(wshape) - 2}-D {'transposed ' if node.op == 'ConvTranspose' else ''}convolution (1-D to 3-D are mapped)")
     one_d = len(wshape) == 3
     raw_strides, raw_dil = _window(node, len(wshape) - 2, list(wshape[2:]))
     if one_d:  # a 1-D conv is a 2-D conv of height 1: views on both sides
@@ -263,16 +344,21 @@ def _pool(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     if len([o for o in node.outputs if o]) > 1:
         raise Unsupported("MaxPool with an Indices output")
     kernel = ints(a["kernel_shape"])
-    if len(kernel) != 2:
-        raise Unsupported(f"{len(kernel)}-D pooling (2-D is mapped)")
-    strides, dil = _window(node, 2, kernel)
-    if node.op == "AveragePool" and dil != [1, 1]:
+    if len(kernel) not in (1, 2, 3):
+        raise Unsupported(f"{len(kernel)}-D pooling (1-D to 3-D are mapped)")
+    strides, dil = _window(node, len(kernel), kernel)
+    if node.op == "AveragePool" and any(d != 1 for d in dil):
         raise Unsupported("AveragePool with dilations")
     pads = _pads(cx, node, em.shape(ins[0])[2:], kernel, strides, dil)
     kind = "max" if node.op == "MaxPool" else "avg"
+    x = ins[0]
+    one_d = len(kernel) == 1
+    if one_d:  # a 1-D pooling is a 2-D one of height 1: views on both sides
+        x = em.reshape(x, (*em.shape(x)[:2], 1, em.shape(x)[2]), f"{cx.hint}_x2d", "Unsqueeze")
+        kernel, strides, dil, pads = [1, *kernel], [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]]
     out = em.b.pool_nd(
-        em.name(cx.hint),
-        em.tensor(ins[0]),
+        em.name(cx.hint) if not one_d else em.b.fresh(f"{em.name(cx.hint)}_2d"),
+        em.tensor(x),
         kind,
         kernel,
         strides,
@@ -281,7 +367,45 @@ def _pool(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         bool(a.get("ceil_mode", 0)),
         bool(a.get("count_include_pad", 0)),
     )
+    if one_d:
+        sh = em.shape(out)
+        return [em.reshape(out, (sh[0], sh[1], sh[3]), cx.hint, "Squeeze")]
     return [out]
+
+
+@handles("InstanceNormalization")
+def _instancenorm(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    """Normalized over the spatial axes per sample and channel, then the per-channel affine."""
+    em = cx.em
+    scale, bias = cx.const(ins[1], "InstanceNormalization scale"), cx.const(ins[2], "InstanceNormalization bias")
+    if len(em.shape(ins[0])) < 3:
+        raise ValueError("InstanceNormalization needs an input of rank 3 or more (N, C, spatial...)")
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    normed = em.b.layernorm_nd(em.b.fresh(f"{em.name(cx.hint)}_norm"), em.tensor(ins[0]), None, None, 2, eps)
+    return [em.batchnorm(normed, scale, bias, cx.hint)]
+
+
+@handles("LRN")
+def _lrn(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    """Local response normalization across channels: x / (bias + alpha / size * sum of x^2
+    over a window of `size` channels) ** beta. The window sum is a 1x1 convolution with a
+    band of ones (the conv recipes apply), the rest pointwise."""
+    em, a = cx.em, node.attrs
+    size = int(a["size"])
+    alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
+    shape = em.shape(ins[0])
+    if len(shape) != 4:
+        raise Unsupported(f"LRN of a rank-{len(shape)} tensor (NCHW is mapped)")
+    c = shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    band = np.zeros((c, c, 1, 1), np.float32)
+    for k in range(c):
+        band[k, max(0, k - lo) : min(c, k + hi + 1), 0, 0] = 1.0
+    x = em.tensor(ins[0])
+    sq = em.binary("mul", x, x, f"{cx.hint}_sq")
+    win = em.b.conv(em.b.fresh(f"{em.name(cx.hint)}_sum"), sq, em.tensor(band, f"{cx.hint}_band"))
+    den = em.binary("add", em.binary("mul", win, alpha / size, f"{cx.hint}_scaled"), bias, f"{cx.hint}_den")
+    return [em.binary("mul", x, em.unary("pow", den, f"{cx.hint}_pow", p=-beta), cx.hint)]
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
@@ -412,8 +536,27 @@ def _slice(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     return [cx.em.slice(ins[0], [axis_index(a, rank) for a in axes], starts, ends, steps, cx.hint)]
 
 
+@handles("Tile")
+def _tile(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    reps = ints(cx.const(ins[1], "Tile repeats"))
+    if any(r < 1 for r in reps):
+        raise Unsupported("Tile with a repeat count below 1 (an empty tensor)")
+    if all(r == 1 for r in reps):
+        return [ins[0]]
+    out = cx.em.b.tile(cx.em.name(cx.hint), cx.em.tensor(ins[0]), reps)
+    cx.em.note_view("Tile", cx.hint)
+    return [out]
+
+
 @handles("Gather")
 def _gather(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    if not isinstance(ins[1], np.ndarray):  # computed indices (an Embedding's token ids)
+        em = cx.em
+        axis = axis_index(int(node.attrs.get("axis", 0)), len(em.shape(ins[0])))
+        if any(i.name == ins[1] and not i.weight for i in em.b.inputs):
+            n = em.shape(ins[0])[axis]
+            em.index_ranges[ins[1]] = [-n, n]
+        return [em.b.gather_data(em.name(cx.hint), em.tensor(ins[0], f"{cx.hint}_table"), axis, ins[1])]
     idx = cx.const(ins[1], "Gather indices")
     if idx.ndim > 1:
         raise Unsupported("Gather with multi-dimensional indices")
@@ -447,3 +590,185 @@ def _pad(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     if mode == "reflect" and any(b >= n or e >= n for b, e, n in zip(before, after, shape)):
         raise Unsupported("reflect padding wider than the input")
     return [cx.em.b.pad_nd(cx.em.name(cx.hint), cx.em.tensor(ins[0]), before, after, value, mode)]
+
+
+# --- Einsum, Resize / Upsample ---------------------------------------------------------------
+@handles("Einsum")
+def _einsum(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    """Two-operand contractions (attention's 'bhqd,bhkd->bhqk', 'bhqk,bhkd->bhqd', linear
+    layers' 'bij,jk->bik', ...) and one-operand transposes / sums: views around one batched
+    matmul (or a reduction). Labels repeated within an operand (diagonals) and '...' with
+    different ranks are unsupported."""
+    em = cx.em
+    eq = str(node.attrs["equation"]).replace(" ", "")
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins) or len(terms) not in (1, 2):
+        raise Unsupported(f"Einsum {eq!r} with {len(ins)} operands (one or two are mapped)")
+    shapes = [em.shape(v) for v in ins]
+    ell = {len(sh) - len(t.replace("...", "")) for t, sh in zip(terms, shapes) if "..." in t}
+    if len(ell) > 1:
+        raise Unsupported(f"Einsum {eq!r}: '...' covers different ranks (broadcast)")
+    n_ell = ell.pop() if ell else 0
+    terms = [_expand_ellipsis(t, len(sh), eq) for t, sh in zip(terms, shapes)]
+    if not _:  # implicit output: '...' first, then the labels seen once, sorted
+        seen = "".join(terms)
+        out = _expand_ellipsis("..." if n_ell else "", n_ell, eq) + "".join(
+            sorted(c for c in set(seen) if seen.count(c) == 1 and not c.isupper())
+        )
+    else:
+        out = _expand_ellipsis(out, len(out.replace("...", "")) + n_ell, eq)
+    if any(len(set(t)) != len(t) for t in [*terms, out]):
+        raise Unsupported(f"Einsum {eq!r} repeats a label within an operand (a diagonal)")
+    size = {c: n for t, sh in zip(terms, shapes) for c, n in zip(t, sh)}
+    if len(terms) == 1:
+        (t,) = terms
+        summed = [k for k, c in enumerate(t) if c not in out]
+        x = ins[0]
+        if summed:
+            x = em.b.reduce(em.b.fresh(f"{em.name(cx.hint)}_sum"), em.tensor(x), summed, "sum", False)
+            t = "".join(c for c in t if c in out)
+        return [em.transpose(x, [t.index(c) for c in out], cx.hint)]
+    ta, tb = terms
+    if any(c not in ta and c not in tb for c in out):
+        raise Unsupported(f"Einsum {eq!r}: an output label appears in no operand")
+    batch = [c for c in out if c in ta and c in tb]
+    contract = [c for c in ta if c in tb and c not in out]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    if any(c not in out for c in free_a + free_b):
+        raise Unsupported(f"Einsum {eq!r} sums a label of one operand only")
+    if any(size[c] != n for t, sh in zip(terms, shapes) for c, n in zip(t, sh)):
+        raise Unsupported(f"Einsum {eq!r}: a label's sizes differ between operands (broadcast)")
+    prod = lambda cs: math.prod(size[c] for c in cs)
+    a = em.transpose(ins[0], [ta.index(c) for c in batch + free_a + contract], f"{cx.hint}_a")
+    a = em.reshape(a, (*[size[c] for c in batch], prod(free_a), prod(contract)), f"{cx.hint}_a3", "Reshape")
+    b = em.transpose(ins[1], [tb.index(c) for c in batch + contract + free_b], f"{cx.hint}_b")
+    b = em.reshape(b, (*[size[c] for c in batch], prod(contract), prod(free_b)), f"{cx.hint}_b3", "Reshape")
+    mm = em.matmul(a, b, f"{cx.hint}_mm")
+    got = batch + free_a + free_b
+    mm = em.reshape(mm, tuple(size[c] for c in got), f"{cx.hint}_unflat", "Reshape")
+    return [em.transpose(mm, [got.index(c) for c in out], cx.hint)]
+
+
+def _expand_ellipsis(term: str, rank: int, eq: str) -> str:
+    """'...' as fresh upper-case labels (ONNX labels are letters; '...' covers the leading axes)."""
+    if "..." not in term:
+        return term
+    head, tail = term.split("...")
+    n = rank - len(head) - len(tail)
+    if n < 0:
+        raise ValueError(f"Einsum {eq!r}: '...' in {term!r} does not fit a rank-{rank} operand")
+    return head + "".join(chr(ord("A") + k) for k in range(n)) + tail
+
+
+def interpolation_matrix(n_in: int, n_out: int, scale: float, mode: str, coord: str, nearest: str, cubic_a: float = -0.75) -> np.ndarray:
+    """The (n_out, n_in) matrix that resizes one axis as ONNX's Resize does: each output
+    position's source coordinate (by `coord`, the coordinate transformation mode), then
+    nearest (rounded by `nearest`), linear or cubic weights, clamped at the borders."""
+    m = np.zeros((n_out, n_in), np.float64)
+    for o in range(n_out):
+        if coord == "asymmetric":
+            x = o / scale
+        elif coord == "align_corners":
+            x = 0.0 if n_out == 1 else o * (n_in - 1) / (n_out - 1)
+        elif coord == "pytorch_half_pixel":
+            x = (o + 0.5) / scale - 0.5 if n_out > 1 else 0.0
+        elif coord == "half_pixel":
+            x = (o + 0.5) / scale - 0.5
+        elif coord == "half_pixel_symmetric":
+            adj = n_out / (scale * n_in)
+            center = n_in / 2
+            x = center * (1 - adj) + (o + 0.5) / scale - 0.5
+        else:
+            raise Unsupported(f"Resize coordinate_transformation_mode {coord!r}")
+        if mode == "nearest":
+            fl = math.floor(x)
+            rounds = {"round_prefer_floor": x - fl > 0.5, "round_prefer_ceil": x - fl >= 0.5, "floor": False, "ceil": x > fl}
+            if nearest not in rounds:
+                raise Unsupported(f"Resize nearest_mode {nearest!r}")
+            m[o, min(max(fl + int(rounds[nearest]), 0), n_in - 1)] = 1.0
+        elif mode == "linear":
+            x = min(max(x, 0.0), n_in - 1)
+            lo = int(math.floor(x))
+            hi = min(lo + 1, n_in - 1)
+            m[o, lo] += 1.0 - (x - lo)
+            m[o, hi] += x - lo
+        elif mode == "cubic":
+            fl = math.floor(x)
+            t = x - fl
+            A = cubic_a
+            w = [
+                ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A,
+                ((A + 2) * t - (A + 3)) * t * t + 1,
+                ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1,
+                ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A,
+            ]
+            for k, wk in enumerate(w):
+                m[o, min(max(fl - 1 + k, 0), n_in - 1)] += wk
+        else:
+            raise Unsupported(f"Resize mode {mode!r}")
+    return m
+
+
+@handles("Resize", "Upsample")
+def _resize(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
+    """Resize (opset 10+) and Upsample (opset 7-9: `scales` attribute, then input): each
+    resized axis is a contraction with its constant interpolation matrix (a matmul), or,
+    for nearest upsampling by an integer factor, a view (index // factor)."""
+    em, a = cx.em, node.attrs
+    shape = em.shape(ins[0])
+    rank = len(shape)
+    mode = str(a.get("mode", "nearest"))
+    if node.op == "Upsample":
+        scales = [float(v) for v in (a["scales"] if "scales" in a else cx.const(ins[1], "Upsample scales").reshape(-1))]
+        coord, nearest = "asymmetric", "floor"
+        mode = "linear" if mode == "bilinear" else mode
+        sizes = [int(math.floor(n * s)) for n, s in zip(shape, scales)]
+    else:
+        coord = str(a.get("coordinate_transformation_mode", "half_pixel" if cx.opset >= 11 else "asymmetric"))
+        nearest = str(a.get("nearest_mode", "round_prefer_floor"))
+        if cx.opset < 11:
+            scales = [float(v) for v in cx.const(ins[1], "Resize scales").reshape(-1)]
+            coord, nearest = "asymmetric", "floor"
+            sizes = [int(math.floor(n * s)) for n, s in zip(shape, scales)]
+        else:
+            if int(a.get("exclude_outside", 0)) or a.get("keep_aspect_ratio_policy", "stretch") != "stretch" or "axes" in a:
+                raise Unsupported("Resize with exclude_outside, keep_aspect_ratio_policy or axes")
+            sc = ins[2] if len(ins) > 2 and ins[2] is not None and np.size(cx.const(ins[2], "Resize scales")) else None
+            sz = ins[3] if len(ins) > 3 and ins[3] is not None else None
+            if sz is not None:
+                sizes = ints(cx.const(sz, "Resize sizes"))
+                scales = [o / n for o, n in zip(sizes, shape)]
+            elif sc is not None:
+                scales = [float(v) for v in sc.reshape(-1)]
+                sizes = [int(math.floor(n * s)) for n, s in zip(shape, scales)]
+            else:
+                raise ValueError("Resize needs scales or sizes")
+            if coord == "tf_crop_and_resize":
+                raise Unsupported("Resize coordinate_transformation_mode 'tf_crop_and_resize'")
+    if len(scales) != rank:
+        raise ValueError(f"{node.op} has {len(scales)} scales for a rank-{rank} input")
+    x: Value = ins[0]
+    for axis in range(rank):
+        if sizes[axis] == shape[axis] and scales[axis] == 1.0:
+            continue
+        n_in, n_out = shape[axis], sizes[axis]
+        hint = f"{cx.hint}_ax{axis}"
+        f = n_out // n_in
+        if mode == "nearest" and coord == "asymmetric" and nearest == "floor" and n_out == n_in * f and scales[axis] == f:
+
+            def down(idx: tuple[Any, ...], ax: int = axis, f: int = f) -> tuple[Any, ...]:
+                return (*idx[:ax], idx[ax] // f, *idx[ax + 1 :])
+
+            new_shape = (*em.shape(x)[:axis], n_out, *em.shape(x)[axis + 1 :])
+            x = em.b.view(em.name(hint), em.tensor(x), new_shape, down, "upsample_nearest", axis=axis, factor=f)
+            em.note_view("Upsample", hint)
+            continue
+        m = interpolation_matrix(n_in, n_out, scales[axis], mode, coord, nearest, float(a.get("cubic_coeff_a", -0.75))).astype(np.float32)
+        # out = M @ x along `axis`: move the axis last, multiply by M^T, move it back.
+        perm = [k for k in range(rank) if k != axis] + [axis]
+        back = [perm.index(k) for k in range(rank)]
+        xt = em.transpose(x, perm, f"{hint}_t")
+        x = em.transpose(em.matmul(xt, np.ascontiguousarray(m.T), hint), back, f"{hint}_back")
+    return [x]

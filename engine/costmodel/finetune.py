@@ -1,0 +1,465 @@
+"""Fine-tuning the default cost model on this machine's own measurements (issue 13 items 2, 3).
+
+The shipped models were trained on another machine's timings (a Zen 4 with AVX-512); every
+verified measurement the app or the CLI makes lands in the database under this machine's
+target and host, and becomes training data for this host here:
+
+- `Environment` is what a measurement and a model belong to (Halide target, host
+  fingerprint, threads); `host_samples` loads only this environment's measurements and
+  refuses (`HostMismatchError`, naming both) another's unless asked;
+- `fine_tune` continues the shipped TVM-style trees' boosting on them (LightGBM's
+  `init_model`: the shipped trees stay, new ones are added; prediction is the trees' own,
+  unchanged), each label weighted by its reliability; a model fine-tuned for one host
+  refuses to be fine-tuned further on another's data unless asked;
+- `finetune_on_db` splits each pipeline's measurements into training and held-out ones,
+  fits, reports before/after (`error_of`: median |log error| as a factor, and Kendall tau),
+  and saves the model atomically in the user data directory (files.new_version: a whole
+  version directory becomes current in one rename; the shipped files are never written),
+  only when it is not worse on the held-out measurements;
+- `model_error` is the line the app shows: "model error on your N measurements: median
+  xE, tau T", for any cost model over this host's stored measurements;
+- `calibrate_host` measures a small standard set of dataset schedules on a new host (a time
+  budget, progress, cancel) and fine-tunes on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+
+from .. import api
+from ..database import Database
+from ..ir import Pipeline
+from ..measure import MeasureRunner, default_threads, host_fingerprint
+from ..schedule import Schedule
+from . import SHIPPED, CostModel
+from . import features as F
+from .dataset import JOB_OPTIONS, Sample, environments, label_weights, load
+from .evaluate import mean_kendall_tau
+from .files import finetuned_dir, model_environment, new_version, read_json, reset_finetuned, write_json
+from .trees import TVMModel, pack_sum_objective, stage_rows
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class HostMismatchError(ValueError):
+    """Measurements of one machine offered to a model of (or for) another: the message names both."""
+
+
+class Cancelled(RuntimeError):
+    """The caller's cancel flag was set: nothing was saved."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where measurements come from: Halide target, host fingerprint, Halide threads."""
+
+    target: str
+    host: str
+    threads: int
+
+    @staticmethod
+    def of(values: Sequence[Any]) -> Environment:
+        return Environment(str(values[0]), str(values[1]), int(values[2]))
+
+    def to_list(self) -> list[Any]:
+        return [self.target, self.host, self.threads]
+
+    def same_machine(self, other: Environment) -> bool:
+        """Same target and host (a model serves any thread count of its machine)."""
+        return (self.target, self.host) == (other.target, other.host)
+
+    def describe(self) -> str:
+        features = [f for f in self.target.split("-") if f.startswith(("avx", "tune_"))]
+        return f"{self.host}, {' '.join(features) or self.target}, {self.threads} threads"
+
+
+def current_environment(threads: int | None = None) -> Environment:
+    """This machine: the local Runner's target and host, `threads` (default: its cores)."""
+    from ..halide_backend import target_string  # noqa: PLC0415  # Halide loads only when asked
+
+    return Environment(target_string(), host_fingerprint(), threads or default_threads())
+
+
+def check_host(data: Environment, model: Environment | None, what: str, allow_other_host: bool = False) -> None:
+    """Refuse data of `data`'s machine for a model of `model`'s machine (unless allowed)."""
+    if model is None or allow_other_host or data.same_machine(model):
+        return
+    raise HostMismatchError(
+        f"{what}: the measurements come from {data.describe()} (target {data.target}) but the model is for "
+        f"{model.describe()} (target {model.target}); models never mix hosts silently: pass --allow-other-host "
+        "(allow_other_host=True) to use them anyway"
+    )
+
+
+# --- this host's measurements ----------------------------------------------------------------
+def host_samples(
+    db_path: str | Path, env: Environment, *, pipeline: str | None = None, allow_other_host: bool = False
+) -> tuple[list[Sample], Environment]:
+    """The stored measurements of `env` (of one pipeline: a name or content hash), with the
+    environment they are of. None on this host: a HostMismatchError naming what the database
+    holds instead, unless `allow_other_host` (then the most common other environment's)."""
+    with Database(db_path) as db:
+        envs = [(Environment.of(e[:3]), int(e[3])) for e in environments(db)]
+    used = env
+    if not any(e == env for e, _ in envs):
+        if not envs:
+            raise ValueError(f"{db_path}: no measurements yet (measure some schedules first)")
+        if not allow_other_host:
+            held = "; ".join(f"{n} from {e.describe()}" for e, n in envs[:3])
+            raise HostMismatchError(
+                f"{db_path}: no measurements of this host ({env.describe()}); it holds {held}: measure on this machine, "
+                "or pass --allow-other-host to use another host's"
+            )
+        used = envs[0][0]
+    samples = load(db_path, target=used.target, host=used.host, threads=used.threads)
+    if pipeline is not None:
+        chosen = [s for s in samples if pipeline in (s.pipeline, s.pipeline_hash)]
+        if not chosen:
+            names = sorted({s.pipeline for s in samples})
+            raise ValueError(
+                f"{db_path}: no measurements of pipeline {pipeline!r} on {used.describe()} (measured: {', '.join(names[:12])})"
+            )
+        samples = chosen
+    return samples, used
+
+
+def split_host(samples: Sequence[Sample], holdout: float, seed: int = 0, max_train: int | None = None) -> tuple[list[Sample], list[Sample]]:
+    """(train, held-out): within each pipeline a seeded share `holdout` of its schedules is held
+    out (one at least when it has 2 or more); at most `max_train` training samples are kept."""
+    by: dict[str, list[Sample]] = {}
+    for s in samples:
+        by.setdefault(s.pipeline_hash, []).append(s)
+    rng = random.Random(seed)
+    train: list[Sample] = []
+    test: list[Sample] = []
+    for h in sorted(by):
+        grp = sorted(by[h], key=lambda s: s.schedule_hash)
+        rng.shuffle(grp)
+        k = max(1, int(round(holdout * len(grp)))) if holdout > 0 and len(grp) >= 2 else 0
+        test += grp[:k]
+        train += grp[k:]
+    if max_train is not None and len(train) > max_train:
+        rng.shuffle(train)
+        train = train[:max_train]
+    return train, test
+
+
+# --- error ----------------------------------------------------------------------------------
+@dataclass
+class ErrorLine:
+    """How wrong a model has been on measurements: median |log error| as a factor (x1.30: 30%
+    off either way), mean within-pipeline Kendall tau (None with no pipeline of 2+)."""
+
+    n: int
+    median_factor: float | None
+    kendall_tau: float | None
+    n_pipelines: int
+
+    @property
+    def median_abs_log(self) -> float | None:
+        return None if self.median_factor is None else math.log(self.median_factor)
+
+    @property
+    def text(self) -> str:
+        if not self.n:
+            return "model error on your measurements: none on this machine yet"
+        tau = "–" if self.kendall_tau is None else f"{self.kendall_tau:.2f}"
+        assert self.median_factor is not None
+        return f"model error on your {self.n} measurements: median ×{self.median_factor:.2f}, τ {tau}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "median_abs_log_error": self.median_abs_log, "text": self.text}
+
+
+def error_of(pred_ms: Sequence[float], true_ms: Sequence[float], groups: Sequence[Any]) -> ErrorLine:
+    """The error line of predictions against measurements (groups: each one's pipeline)."""
+    pred, true = np.asarray(pred_ms, float), np.asarray(true_ms, float)
+    if not len(true):
+        return ErrorLine(0, None, None, 0)
+    err = np.abs(np.log(np.maximum(pred, 1e-300) / true))
+    tau = mean_kendall_tau(pred, true, list(groups))
+    return ErrorLine(len(true), float(math.exp(np.median(err))), None if math.isnan(tau) else tau, len(set(groups)))
+
+
+def sample_error(model: TVMModel, samples: Sequence[Sample]) -> ErrorLine:
+    return error_of(model.predict_samples(samples)[0], [s.time_ms for s in samples], [s.pipeline_hash for s in samples])
+
+
+def model_error(model: CostModel, db_path: str | Path, env: Environment, pipeline_hash: str | None = None) -> ErrorLine:
+    """The error line of `model` (any cost model: what the app predicts with) on every stored
+    verified measurement of `env`'s machine and threads (of one pipeline when given): each
+    schedule predicted with `predict_many`, as the app does, against its stored median."""
+    q = (
+        "SELECT m.pipeline_hash, p.json, s.json, m.median_ms FROM measurements m JOIN pipelines p ON p.hash = m.pipeline_hash "
+        "JOIN schedules s ON s.hash = m.schedule_hash WHERE m.target=? AND m.host=? AND m.threads=?"
+    )
+    args: tuple[Any, ...] = (env.target, env.host, env.threads)
+    if pipeline_hash is not None:
+        q, args = q + " AND m.pipeline_hash=?", (*args, pipeline_hash)
+    with Database(db_path) as db:
+        rows = db.conn.execute(q + " ORDER BY m.pipeline_hash, m.schedule_hash", args).fetchall()
+    pred: list[float] = []
+    true: list[float] = []
+    groups: list[str] = []
+    by: dict[str, list[tuple[str, str, float]]] = {}
+    for ph, pj, sj, ms in rows:
+        by.setdefault(ph, []).append((pj, sj, float(ms)))
+    for ph, rs in by.items():
+        p = Pipeline.from_json(json.loads(rs[0][0]))
+        if p.content_hash() != ph:
+            continue  # stored by a build that hashed differently: not attributed to this pipeline
+        scheds = [Schedule.from_json(json.loads(sj)) for _, sj, _ in rs]
+        pred += [pr.total_ms for pr in model.predict_many(p, scheds)]
+        true += [ms for _, _, ms in rs]
+        groups += [ph] * len(rs)
+    return error_of(pred, true, groups)
+
+
+# --- fine-tuning ----------------------------------------------------------------------------
+def base_model() -> tuple[TVMModel, Environment | None]:
+    """The shipped trees (the warm start) and the environment they were trained on."""
+    env = model_environment(SHIPPED, "tvm")
+    return TVMModel.load(SHIPPED), Environment.of(env) if env else None
+
+
+def default_rounds(n_samples: int) -> int:
+    """Boosting rounds added for `n_samples` measurements: few for few (more fit the noise of
+    50 labels: measured on two unseen pipelines), up to 100."""
+    return int(min(100, max(20, n_samples)))
+
+
+def fine_tune(
+    base: TVMModel,
+    train: Sequence[Sample],
+    env: Environment,
+    *,
+    rounds: int | None = None,
+    seed: int = 0,
+    allow_other_host: bool = False,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> TVMModel:
+    """`base` with boosting continued on `train` (measurements of `env`): a new model, `base`
+    untouched. A base already fine-tuned for another machine refuses `env`'s data unless
+    `allow_other_host`. Each label is weighted by its reliability (dataset.label_weights)."""
+    if not train:
+        raise ValueError("no measurements to fine-tune on")
+    prior = base.config.get("finetuned_for")
+    check_host(env, Environment.of(prior) if prior else None, "fine-tuning", allow_other_host)
+    y = np.log(np.array([s.time_ms for s in train]))
+    weights = label_weights(train)
+    # First the machine's (or pipeline's) overall speed: the constant outside the trees moves by
+    # the median log residual (robust to a few outliers), then the trees learn what is left.
+    pred, _ = base.predict_samples(train)
+    offset = float(np.median(y - np.log(pred)))
+    x, group = stage_rows(train)
+    n_rounds = rounds or default_rounds(len(train))
+    params = {
+        # Continued boosting sees raw scores; the model's constant base is outside the trees.
+        "objective": pack_sum_objective(y - (base.base + offset), group, weights),
+        "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": max(5, min(20, len(x) // 20)), "lambda_l2": 1.0,
+        "feature_fraction": 0.9, "verbose": -1, "seed": seed, "num_threads": 1, "deterministic": True,
+    }  # fmt: skip
+
+    def report(env_: Any) -> None:
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("fine-tuning cancelled")
+        done = env_.iteration - env_.begin_iteration + 1  # the shipped trees' iterations come first
+        if progress is not None and done % 10 == 0:
+            progress("fitting", done, n_rounds)
+
+    data = lgb.Dataset(x, feature_name=[f.name for f in F.FEATURES], free_raw_data=False)
+    booster = lgb.train(params, data, num_boost_round=n_rounds, init_model=base.booster, callbacks=[report])
+    lo, hi = base.config.get("log_range", [float(y.min()) - 3, float(y.max()) + 3])
+    cfg = {
+        **base.config, "environment": env.to_list(), "finetuned_for": env.to_list(),
+        "log_range": [min(lo, float(y.min()) - 3), max(hi, float(y.max()) + 3)],
+        "finetune": {
+            "samples": len(train), "rounds": n_rounds, "base_trees": base.booster.num_trees(), "offset": offset, "created": time.time(),
+        },
+    }  # fmt: skip
+    return TVMModel(booster, base.base + offset, cfg)
+
+
+def save_finetuned(model: TVMModel, report: dict[str, Any], root: Path | None = None) -> Path:
+    """Save `model` as the fine-tuned model in use (a new version directory, made current in one
+    atomic step): tvm.txt / tvm.json, default.json naming it, finetune.json (the report)."""
+    with new_version(root) as d:
+        model.save(d, "tvm")
+        write_json(d / "default.json", {"model": "tvm", "by": "costmodel finetune on this host's measurements"})
+        write_json(d / "finetune.json", report, indent=1)
+    return d
+
+
+def load_finetuned(env: Environment, root: Path | None = None, allow_other_host: bool = False) -> TVMModel | None:
+    """The fine-tuned model in use (None: none), refused when it is for another machine."""
+    d = finetuned_dir(root)
+    if d is None:
+        return None
+    model = TVMModel.load(d)
+    prior = model.config.get("finetuned_for")
+    check_host(env, Environment.of(prior) if prior else None, f"fine-tuned model {d}", allow_other_host)
+    return model
+
+
+def reset(root: Path | None = None) -> bool:
+    """Back to the shipped model (the default model is loaded again on its next use)."""
+    from . import default_choice  # noqa: PLC0415
+
+    had = reset_finetuned(root)
+    default_choice.cache_clear()
+    return had
+
+
+def finetune_on_db(
+    db_path: str | Path,
+    env: Environment,
+    *,
+    pipeline: str | None = None,
+    holdout: float = 0.3,
+    max_train: int | None = None,
+    rounds: int | None = None,
+    seed: int = 0,
+    allow_other_host: bool = False,
+    save: bool = True,
+    root: Path | None = None,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune the shipped trees on `env`'s measurements in `db_path`; before/after on the
+    held-out ones; saved (when `save` and not worse on them). Returns the report."""
+    t0 = time.time()
+    if progress is not None:
+        progress("loading", 0, 1)
+    samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host)
+    train, test = split_host(samples, holdout, seed, max_train)
+    if len(train) < 2:
+        raise ValueError(f"{db_path}: {len(samples)} measurements on {used.describe()}: too few to fine-tune on (need 3 or more)")
+    base, base_env = base_model()
+    model = fine_tune(base, train, used, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
+                      should_cancel=should_cancel)  # fmt: skip
+    judged = test or train  # no held-out measurement: in-sample, and said so
+    before, after = sample_error(base, judged), sample_error(model, judged)
+    better = (after.median_abs_log or 0.0) <= (before.median_abs_log or 0.0)
+    rep: dict[str, Any] = {
+        "environment": used.to_list(), "host": used.describe(), "pipeline": pipeline,
+        "base_environment": base_env.to_list() if base_env else None,
+        "base_host": base_env.describe() if base_env else None, "host_differs": bool(base_env and not base_env.same_machine(used)),
+        "n_train": len(train), "n_test": len(test), "held_out": bool(test), "pipelines": len({s.pipeline_hash for s in samples}),
+        "rounds": model.config["finetune"]["rounds"], "before": before.to_json(), "after": after.to_json(),
+        "median_error_cut": None if not before.median_abs_log else 1 - (after.median_abs_log or 0.0) / before.median_abs_log,
+        "saved": None, "seconds": 0.0,
+    }  # fmt: skip
+    if save and better:
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("fine-tuning cancelled")
+        rep["saved"] = str(save_finetuned(model, rep, root))
+        from . import default_choice  # noqa: PLC0415
+
+        default_choice.cache_clear()  # the next prediction uses it
+    elif save:
+        rep["not_saved"] = "the fine-tuned model was not better on the held-out measurements; the current model is kept"
+    rep["seconds"] = round(time.time() - t0, 2)
+    return rep
+
+
+# --- a new host -----------------------------------------------------------------------------
+def _samples(items: Sequence[Any], ms: dict[tuple[str, str], tuple[float, float]]) -> list[Sample]:
+    """Samples of the items measured (time, spread), features from the items themselves."""
+    from .dataset import sample_of  # noqa: PLC0415
+
+    return [sample_of(it.pipeline, it.schedule, *ms[it.key]) for it in items if it.key in ms]
+
+
+def calibrate_host(
+    db_path: str | Path,
+    runner: MeasureRunner,
+    *,
+    pipelines: int = 16,
+    per_pipeline: int = 10,
+    eval_pipelines: int = 0,
+    budget_s: float = 600.0,
+    seed: int = 0,
+    save: bool = True,
+    root: Path | None = None,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """On a new host: measure a standard set of shipped dataset schedules (pipelines the
+    shipped models trained on) within `budget_s`, and fine-tune the shipped trees on them.
+    With `eval_pipelines`, also measure that many of the shipped models' held-out pipelines
+    (after the budget) and report tau on them: the shipped model against the original
+    host's labels, and before / after against this host's fresh measurements."""
+    from .export import shipped_db  # noqa: PLC0415
+    from .noise import fixed_sample  # noqa: PLC0415
+
+    t0 = time.time()
+    src = shipped_db()
+    info = read_json(SHIPPED / "split.json")
+    held = set(info.get("holdout_pipelines", []))
+    env = Environment(runner.target, runner.host, runner.threads)
+    items = fixed_sample(src, pipelines, per_pipeline, seed, exclude=held)
+    evals = fixed_sample(src, eval_pipelines, per_pipeline, seed, only=held) if eval_pipelines else []
+    got: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def run(batch: Sequence[Any], phase: str, limit: float) -> None:
+        start = time.time()
+        with Database(db_path) as db:
+            for k, it in enumerate(batch):
+                if time.time() - start > limit:
+                    break
+                if should_cancel is not None and should_cancel():
+                    raise Cancelled(f"{phase} cancelled")
+                m = api.measure(it.pipeline, it.schedule, runner, db, **JOB_OPTIONS)
+                if m.ok and m.verified and m.median_ms:
+                    got[it.key] = (float(m.median_ms), float((m.iqr_ms or 0.0) / m.median_ms))
+                if progress is not None:
+                    progress(phase, k + 1, len(batch))
+
+    run(items, "measuring the standard set", budget_s)
+    measured_s = round(time.time() - t0, 1)
+    train = _samples(items, got)
+    if len(train) < 2:
+        raise ValueError(f"calibrate-host: only {len(train)} of {len(items)} standard schedules measured within {budget_s:g} s")
+    base, base_env = base_model()
+    model = fine_tune(base, train, env, seed=seed, progress=progress, should_cancel=should_cancel)
+    rep: dict[str, Any] = {
+        "environment": env.to_list(), "host": env.describe(), "base_environment": base_env.to_list() if base_env else None,
+        "base_host": base_env.describe() if base_env else None, "host_differs": bool(base_env and not base_env.same_machine(env)),
+        "standard_set": len(items), "measured": len(train),
+        "measure_seconds": measured_s,
+        "train_fit": {"before": sample_error(base, train).to_json(), "after": sample_error(model, train).to_json()},
+    }  # fmt: skip
+    if evals:
+        run(evals, "measuring held-out pipelines", math.inf)
+        fresh = _samples(evals, got)
+        original = [sample_of_item(it) for it in evals if it.key in got]
+        rep["eval"] = {
+            "pipelines": len({s.pipeline_hash for s in fresh}), "samples": len(fresh),
+            "original_host": sample_error(base, original).to_json(),
+            "this_host_before": sample_error(base, fresh).to_json(), "this_host_after": sample_error(model, fresh).to_json(),
+        }  # fmt: skip
+    if save:
+        rep["saved"] = str(save_finetuned(model, rep, root))
+        from . import default_choice  # noqa: PLC0415
+
+        default_choice.cache_clear()
+    rep["seconds"] = round(time.time() - t0, 1)
+    return rep
+
+
+def sample_of_item(it: Any) -> Sample:
+    """A noise/standard-set item as a sample with its stored (original host's) label."""
+    from .dataset import sample_of  # noqa: PLC0415
+
+    return sample_of(it.pipeline, it.schedule, it.stored_ms)

@@ -1,0 +1,143 @@
+"""The labels' noise ceiling (engine/costmodel/noise.py) on a deterministic fake runner: known
+answers for the ceiling, the interleaved rounds, the careful protocol's scaled window and
+re-measurement, the fixed sample drawn from a real SQLite database."""
+
+import math
+import random
+import statistics
+
+import pytest
+
+from engine.costmodel import noise as N
+from engine.database import Database
+from engine.measure import Job, Measurement, scaled_options
+from engine.ops import Builder
+from engine.sampler import sample_schedule
+from engine.schedule import Schedule
+
+
+def _blur(n: int = 32, name: str = "blur"):
+    b = Builder(name)
+    inp = b.input("input", (n + 2, n + 2))
+    bx = b.stencil("blur_x", inp, [((0, k), 1 / 3) for k in range(3)])
+    return b.build([b.stencil("blur_y", bx, [((k, 0), 1 / 3) for k in range(3)])])
+
+
+class FakeRunner:
+    """Deterministic timings: each schedule's true time from its hash, each round's median that
+    times exp(N(0, sigma)) from a seeded stream, `noisy` schedules 4x noisier. Records the jobs."""
+
+    threads, slots, host, target = 1, 1, "fake host", "fake-target"
+
+    def __init__(self, sigma: float, noisy: frozenset[str] = frozenset()) -> None:
+        self.sigma, self.noisy, self.jobs = sigma, noisy, []
+        self.rng = random.Random(7)
+
+    @staticmethod
+    def true_ms(key: str) -> float:
+        return 0.05 * 1.5 ** (int(key[:6], 16) % 16)  # 0.05 .. 22 ms: every size class
+
+    def run(self, job: Job, should_cancel=None) -> Measurement:
+        self.jobs.append(job)
+        key = Schedule.from_json(job.schedule).content_hash()
+        sigma = self.sigma * (4 if key in self.noisy else 1)
+        rounds = [self.true_ms(key) * math.exp(self.rng.gauss(0, sigma)) for _ in range(max(1, job.rounds))]
+        med = statistics.median(rounds)
+        return Measurement("blur", "ph", key, True, True, median_ms=med, iqr_ms=0.0, round_medians_ms=rounds, host=self.host)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def items():
+    p = _blur()
+    rng = random.Random(3)
+    scheds = {}
+    while len(scheds) < 12:
+        s = sample_schedule(p, rng)
+        scheds[s.content_hash()] = s
+    return [N.Item(p, s, FakeRunner.true_ms(h)) for h, s in sorted(scheds.items())]
+
+
+def test_ceiling_known_answers():
+    a, g = [1.0, 2.0, 3.0, 4.0], ["p"] * 4
+    assert N.ceiling(a, a, g)["kendall_tau"] == 1.0 and N.ceiling(a, a, g)["median_abs_log_ratio"] == 0.0
+    c = N.ceiling(a, [1.0, 3.0, 2.0, 8.0], g)  # one discordant pair of six; ratios 1, 1.5, 2/3, 2
+    assert c["kendall_tau"] == pytest.approx(4 / 6)
+    assert c["median_abs_log_ratio"] == pytest.approx(math.log(1.5))
+    assert N.fraction_of_ceiling(0.5, 0.8) == pytest.approx(0.625) and N.fraction_of_ceiling(0.5, None) is None
+    with pytest.raises(ValueError, match="3 first and 2 second"):
+        N.ceiling([1, 2, 3], [1, 2], ["p"] * 3)
+    assert [N.size_class(x) for x in (0.05, 0.5, 5.0, 50.0)] == [name for _, name in N.SIZE_CLASSES]
+
+
+def test_estimate_interleaves_rounds_and_reports_per_class(items):
+    exact = N.estimate(items, FakeRunner(0.0))
+    assert exact.overall["kendall_tau"] == pytest.approx(1.0) and exact.overall["median_abs_log_ratio"] == 0.0
+    assert exact.overall["n_samples"] == 12 and exact.jobs == 24 and not exact.failed
+    assert set(exact.classes) <= {name for _, name in N.SIZE_CLASSES} and len(exact.classes) >= 2
+    assert sum(c["n_samples"] for c in exact.classes.values()) == 12
+    runner = FakeRunner(0.3)
+    noisy = N.estimate(items, runner)
+    assert noisy.overall["kendall_tau"] < 1.0 and noisy.overall["median_abs_log_ratio"] > 0.05
+    order = [Schedule.from_json(j.schedule).content_hash() for j in runner.jobs]
+    keys = [it.key[1] for it in items]
+    assert order == keys + keys[::-1]  # round 1 over every item, then round 2 in reverse: interleaved
+    assert all(j.min_time_s == N.BASELINE.options["min_time_s"] for j in runner.jobs)
+
+
+def test_careful_protocol_scales_remeasures_and_raises_the_ceiling(items):
+    noisy_key = items[0].key[1]
+    base = N.estimate(items, FakeRunner(0.3, frozenset({noisy_key})), N.BASELINE)
+    runner = FakeRunner(0.3, frozenset({noisy_key}))
+    careful = N.estimate(items, runner, N.CAREFUL)
+    assert careful.overall["median_abs_log_ratio"] < base.overall["median_abs_log_ratio"]
+    assert careful.overall["kendall_tau"] >= base.overall["kendall_tau"]
+    probe, timed = runner.jobs[0], runner.jobs[1]
+    assert probe.rounds == 1 and timed.rounds == 3
+    want = scaled_options(FakeRunner.true_ms(noisy_key) * 1.0)  # scaled to the kernel: the window and warm-up follow its time
+    assert timed.warmup >= 2 and timed.min_time_s <= want["min_time_s"] * 50
+    # Rounds that disagree by more than remeasure_above (5%) are measured again: the noisy one always.
+    per_key = [Schedule.from_json(j.schedule).content_hash() for j in runner.jobs].count(noisy_key)
+    assert per_key == 6 and careful.jobs > 2 * 2 * len(items)
+    assert all(s["spread"][0] >= 0 for s in careful.samples)
+
+
+def test_scaled_options_follow_the_kernel():
+    fast, slow = scaled_options(0.02), scaled_options(50.0)
+    assert fast["warmup"] == 200 and slow["warmup"] == 2  # ~50 ms of warm-up either way, within bounds
+    assert fast["min_time_s"] == pytest.approx(0.05 / 3) and slow["min_time_s"] == pytest.approx(0.6 / 3)
+    assert scaled_options(5.0)["min_time_s"] == pytest.approx(30 * 0.005 / 3) and fast["rounds"] == 3
+    with pytest.raises(ValueError, match="positive number of ms"):
+        scaled_options(float("nan"))
+
+
+def test_fixed_sample_from_a_database(tmp_path, items):
+    db_path = tmp_path / "d.sqlite"
+    pipes = [_blur(16, "small"), _blur(64, "large")]
+    with Database(db_path) as db:
+        for k, p in enumerate(pipes):
+            ph = p.content_hash()
+            db.put_pipeline(ph, p.name, p.to_json())
+            with db.conn:
+                db.conn.execute("INSERT INTO cm_pipelines VALUES (?, ?, 'random', ?)", (ph, p.name, k))
+            for j, it in enumerate(items[:6]):
+                s = it.schedule
+                db.put_schedule(s.content_hash(), s.to_json())
+                db.record(Measurement(p.name, ph, s.content_hash(), True, True, median_ms=(k * 10 + 1) * (j + 1), target="t", host="h"))
+    got = N.fixed_sample(db_path, 2, 4, seed=1)
+    assert len(got) == 8 and {it.pipeline.name for it in got} == {"small", "large"}
+    assert [it.key for it in got] == [it.key for it in N.fixed_sample(db_path, 2, 4, seed=1)]  # fixed
+    assert all(it.stored_ms > 0 for it in got)
+    only = N.fixed_sample(db_path, 1, 4, only={pipes[1].content_hash()})
+    assert {it.pipeline.name for it in only} == {"large"}
+    with pytest.raises(ValueError, match="only 2 dataset pipelines have 4"):
+        N.fixed_sample(db_path, 3, 4)
+
+
+def test_report_saved_and_read_back(tmp_path, items):
+    rep = N.estimate(items[:4], FakeRunner(0.1))
+    path = N.save_report(rep, tmp_path / "noise.json")
+    assert N.last_ceiling("fake host", "fake-target", "baseline", path) == pytest.approx(rep.overall["kendall_tau"])
+    assert N.last_ceiling("other host", "fake-target", "baseline", path) is None  # another machine's ceiling is not this one's
