@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak | conformance`: the benchmarks from the command line.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -318,6 +318,21 @@ def _strategies(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
 
 
+# --- bench conformance ------------------------------------------------------------------------
+def _conformance_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("conformance", help="the onnx package's 140 backend model tests: import, operator reference, Halide, verified")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--no-compile", action="store_true", help="import and operator reference only (no Halide compile and run)")
+    bp.add_argument("--cases", help="comma-separated substrings: only the tests whose suite/name contains one")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _conformance(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.conformance import bench_conformance  # noqa: PLC0415
+
+    return bench_conformance(compile=not args.no_compile, only=A.split(args.cases))
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
@@ -330,6 +345,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "placement": (_placement_parser, _placement),
     "cluster": (_cluster_parser, _cluster),
     "peak": (_peak_parser, _peak),
+    "conformance": (_conformance_parser, _conformance),
 }
 
 
