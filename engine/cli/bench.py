@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak | conformance`: the benchmarks from the command line.
+"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak | conformance`: the benchmarks.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
