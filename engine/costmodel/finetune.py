@@ -181,7 +181,7 @@ class ErrorLine:
         return {**asdict(self), "median_abs_log_error": self.median_abs_log, "text": self.text}
 
 
-def error_of(pred_ms: Sequence[float], true_ms: Sequence[float], groups: Sequence[Any]) -> ErrorLine:
+def error_of(pred_ms: Sequence[float] | np.ndarray, true_ms: Sequence[float] | np.ndarray, groups: Sequence[Any]) -> ErrorLine:
     """The error line of predictions against measurements (groups: each one's pipeline)."""
     pred, true = np.asarray(pred_ms, float), np.asarray(true_ms, float)
     if not len(true):
@@ -378,7 +378,7 @@ def _samples(items: Sequence[Any], ms: dict[tuple[str, str], tuple[float, float]
     """Samples of the items measured (time, spread), features from the items themselves."""
     from .dataset import sample_of  # noqa: PLC0415
 
-    return [sample_of(it.pipeline, it.schedule, *ms[it.key]) for it in items if it.key in ms]
+    return [sample_of(it.pipeline, it.schedule, ms[it.key][0], spread=ms[it.key][1]) for it in items if it.key in ms]
 
 
 def calibrate_host(
