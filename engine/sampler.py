@@ -33,6 +33,7 @@ Legality rules beyond `schedule.validate`, which Halide enforces at lowering:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -78,12 +79,54 @@ def _may_be_empty(p: Pipeline, sched: Schedule, name: str) -> bool:
     input bounds checks fail although nothing is read (seen with pad -> scale -> bn)."""
     if sched.of(name).compute().kind != Kind.COMPUTE_AT:
         return False
-    return any(_under_select(p, sched, ex, name) for c in effective_consumers(p, sched, name) for ex in p.stage(c).exprs())
+    return _by_inlined(
+        p, sched, ("under_select", name),
+        lambda: any(_under_select(p, sched, ex, name) for c in effective_consumers(p, sched, name) for ex in p.stage(c).exprs()),
+    )  # fmt: skip
 
 
 def _effective(p: Pipeline, sched: Schedule, e: E.Expr) -> E.Expr:
     """`e` with the inlined stages substituted."""
     return loopnest.substitute_inlined(p, lambda name: _inlined(sched, name), e)
+
+
+# --- memos ---------------------------------------------------------------------------------
+# The checks that substitute inlined stages (`nonaffine_read`, `_union_varies`, reads under a
+# select, reads by a reduction's initial definition) read a schedule only through which
+# stages are inlined, and a region at a location only through the decisions downstream of
+# the stage (and which stages are inlined): memoized per pipeline by exactly that, since a
+# mutation asks them for every stage (they were most of a mutation's time: ~38 ms on harris).
+SAMPLER_MEMO = 20_000  # entries per pipeline and memo (a key holds an inlined set or shared stage schedules)
+
+
+class _Memo:
+    def __init__(self, p: Pipeline) -> None:
+        self.by_inlined: loopnest.LRU[tuple, bool] = loopnest.LRU(SAMPLER_MEMO)
+        self.contexts: loopnest.LRU[tuple, tuple[tuple[int, ...], bool]] = loopnest.LRU(SAMPLER_MEMO)
+        self.down = {s.name: tuple(sorted(x for x in p.downstream(s.name) if x in p.stage_map)) for s in p.stages}
+
+
+def _memo(p: Pipeline) -> _Memo:
+    return loopnest.pipeline_cache(p, "sampler", lambda: _Memo(p))
+
+
+def _inline_set(sched: Schedule) -> frozenset[str]:
+    return frozenset(n for n, ss in sched.stages.items() if ss.compute().kind == Kind.COMPUTE_INLINE)
+
+
+def _by_inlined(p: Pipeline, sched: Schedule, key: tuple, compute: Callable[[], bool]) -> bool:
+    """`compute()`, a function of `key` and of the set of stages `sched` inlines, memoized."""
+    memo = _memo(p).by_inlined
+    k = (*key, _inline_set(sched))
+    hit = memo.get(k)
+    return hit if hit is not None else memo.put(k, compute())
+
+
+def _init_reads(p: Pipeline, sched: Schedule, cs: Stage, name: str) -> bool:
+    """Does reduction `cs`'s initial (pure) definition read `name`, inlined stages substituted?"""
+    return _by_inlined(
+        p, sched, ("init_reads", cs.name, name), lambda: any(a.source == name for a in E.accesses(_effective(p, sched, cs.value)))
+    )
 
 
 def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
@@ -99,7 +142,7 @@ def locations(p: Pipeline, sched: Schedule, name: str) -> list[Location]:
     cons = effective_consumers(p, sched, name)
     for c in sorted(cons):
         cs = p.stage(c)
-        if cs.is_reduction and any(a.source == name for a in E.accesses(_effective(p, sched, cs.value))):
+        if cs.is_reduction and _init_reads(p, sched, cs, name):
             continue  # used by the initial definition, which the update's loops do not enclose
         if _may_be_empty(p, sched, c) or sched.of(c).store() is not None:
             continue  # empty tiles; or a sliding window, whose shifted regions the model does not know
@@ -317,6 +360,10 @@ def nonaffine_read(p: Pipeline, sched: Schedule, name: str) -> bool:
     The loop-nest model evaluates a region at the first tile, which is exact for affine
     reads only; Halide's region can then be larger, and splits sized for the model's region
     grow it further, out of the inputs' bounds. Such a stage is computed inline or at root."""
+    return _by_inlined(p, sched, ("nonaffine", name), lambda: _nonaffine_read(p, sched, name))
+
+
+def _nonaffine_read(p: Pipeline, sched: Schedule, name: str) -> bool:
     for c in effective_consumers(p, sched, name):
         for ex in p.stage(c).exprs():
             for a in E.accesses(_effective(p, sched, ex)):
@@ -330,6 +377,10 @@ def _union_varies(p: Pipeline, sched: Schedule, name: str) -> bool:
     variables), e.g. f(i, k) by one consumer and f(j, k) by another? Then its region is a
     union whose size changes from tile to tile (the model's first tile can be the
     smallest), so its splits must never round up."""
+    return _by_inlined(p, sched, ("union_varies", name), lambda: _union_varies_now(p, sched, name))
+
+
+def _union_varies_now(p: Pipeline, sched: Schedule, name: str) -> bool:
     patterns = set()
     for c in effective_consumers(p, sched, name):
         for ex in p.stage(c).exprs():
@@ -345,12 +396,19 @@ def placement_context(p: Pipeline, sched: Schedule, name: str, loc: Location) ->
     its region per dimension there, whether every split must be tail='guard_with_if').
     `sched` must decide the consumers of `name`; the stages not decided yet stay at root
     (the default), which does not change its region."""
-    trial = sched.with_stage(name, StageSchedule(location_directives(loc)))
-    # Only the stage and its consumers' loops matter for its region: no validation (every
-    # decision was checked as it was made) and no pseudo-code, or a 139-stage model's
-    # mutation costs a full loop nest per stage (quadratic: 3.5 s per ResNet-50 mutant).
-    region = loopnest.placements(p, trial, check=False, only=p.downstream(name) | {name})[name].region
-    guard = loc[0] == "at" and (_guarded(p, sched, loc[1]) or _union_varies(p, sched, name))
+    memo = _memo(p)
+    # Exactly what it depends on: the decisions downstream of `name` and the inlined set.
+    key = (name, loc, tuple(sched.stages.get(d) for d in memo.down[name]), _inline_set(sched))
+    hit = memo.contexts.get(key)
+    if hit is None:
+        trial = sched.with_stage(name, StageSchedule(location_directives(loc)))
+        # Only the stage and its consumers' loops matter for its region: no validation (every
+        # decision was checked as it was made) and no pseudo-code, or a 139-stage model's
+        # mutation costs a full loop nest per stage (quadratic: 3.5 s per ResNet-50 mutant).
+        region = loopnest.placements(p, trial, check=False, only=p.downstream(name) | {name})[name].region
+        guard = loc[0] == "at" and (_guarded(p, sched, loc[1]) or _union_varies(p, sched, name))
+        hit = memo.contexts.put(key, (tuple(region), guard))
+    region, guard = hit
     return {d.name: e for d, e in zip(p.stage(name).dims, region)}, guard
 
 
