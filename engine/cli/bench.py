@@ -125,14 +125,16 @@ def _import(args: argparse.Namespace) -> dict[str, Any]:
 
 # --- bench search -----------------------------------------------------------------------------
 def _search_parser(bsub: Any) -> None:
-    from ..search import STRATEGIES  # noqa: PLC0415
+    from ..search import STRATEGIES, VARIANTS  # noqa: PLC0415
 
     bp = bsub.add_parser("search", help="every search strategy and Halide autoscheduler on every zoo pipeline")
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--pipelines", type=A.pipelines, help="comma-separated subset of the zoo")
     bp.add_argument(
-        "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(sorted(STRATEGIES)), help="comma-separated subset"
-    )
+        "--strategies", type=A.names_in(sorted(STRATEGIES | VARIANTS), "strategy"), default=None,
+        help=f"comma-separated subset (default: {','.join(sorted(STRATEGIES))}; none with --zero-measure); greedy_v: greedy seeded by V",
+    )  # fmt: skip
+    bp.add_argument("--zero-measure", action="store_true", help="also zero-measurement greedy (V alone, no measurement, then measured)")
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
     bp.add_argument(
         "--budget-s", type=A.positive_seconds, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)"
@@ -153,9 +155,9 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
     from ..bench.search import bench_search  # noqa: PLC0415
 
     return bench_search(
-        pipelines=A.split(args.pipelines), strategies=A.split(args.strategies), size=args.size, budget_s=args.budget_s,
-        extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model, repeats=args.repeats, min_time_s=args.min_time,
-        cluster=args.cluster,
+        pipelines=A.split(args.pipelines), strategies=A.split(args.strategies) if args.strategies else ([] if args.zero_measure else None),
+        size=args.size, budget_s=args.budget_s, extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model,
+        repeats=args.repeats, min_time_s=args.min_time, cluster=args.cluster, zero_measure=args.zero_measure,
     )  # fmt: skip
 
 

@@ -75,6 +75,16 @@ def register(subparsers: Any) -> None:
     x.add_argument("--db", help="SQLite file")
     x.add_argument("--out", type=A.output_file, required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
     x.add_argument("--json", action="store_true")
+    v = sub.add_parser("train-value", help="train the offline value function of zero-measurement greedy search (value.pt + value.json)")
+    v.add_argument("--out", type=A.output_dir, help="directory (default: the user data's costmodel/; shipped: resources/costmodel)")
+    v.add_argument("--kind", choices=["gnn", "lstm"], default="gnn", help="graph network over the stages, or LSTM over the decisions")
+    v.add_argument("--pipelines", type=A.nonneg_int, default=100, help="of the shipped data set's pipelines (most measured first)")
+    v.add_argument("--random-pipelines", type=A.nonneg_int, default=40, help="fresh random pipelines (cost-model rollouts only)")
+    v.add_argument("--rounds", type=A.nonneg_int, default=2, help="rounds of greedy search with the current V, each refitting V")
+    v.add_argument("--epochs", type=A.positive_int, default=40)
+    v.add_argument("--seed", type=A.seed, default=0)
+    v.add_argument("--threads", type=A.threads, default=1, help="torch threads (default 1)")
+    v.add_argument("--json", action="store_true")
     _register_host(sub)
 
 
@@ -134,6 +144,8 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.costmodel == "train-value":
+            return _train_value(args)
         if args.costmodel in HOST_COMMANDS:
             return HOST_COMMANDS[args.costmodel](args)
         return {"generate": _generate, "train": _train, "eval": _eval, "export": _export, "calibrate": _calibrate}[args.costmodel](args)
@@ -175,6 +187,27 @@ def _train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     text = f"trained {', '.join(res['models'])} on {res['train']} samples ({res['pipelines']} pipelines); saved to {res['out']}"
     print_result(args, res, text)
+    return 0
+
+
+def _train_value(args: argparse.Namespace) -> int:
+    import torch  # noqa: PLC0415
+
+    from ..costmodel import default_dir  # noqa: PLC0415
+    from ..search.value_offline import TrainConfig, train_value  # noqa: PLC0415
+
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(
+        kind=args.kind, dataset_pipelines=args.pipelines, random_pipelines=args.random_pipelines, rounds=args.rounds,
+        epochs=args.epochs, seed=args.seed,
+    )  # fmt: skip
+    value, res = train_value(cfg, log=_err)
+    out = Path(args.out) if args.out else default_dir()
+    value.save(out)
+    res["out"] = str(out)
+    last = res["rounds"][-1]
+    text = f"value function ({args.kind}) trained on {last['states']} states of {res['pipelines']} pipelines in {res['train_s']:.0f} s"
+    print_result(args, res, f"{text}; saved to {out}")
     return 0
 
 

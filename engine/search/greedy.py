@@ -24,17 +24,29 @@ verified measurement wins, so the result is never worse than the measured heuris
 
 Model time (everything but measuring) is bounded by a deterministic budget of evaluated
 completions, which keeps a 13-stage pipeline's search under about 10 s, and by MODEL_CAP_S.
+
+Zero-measurement greedy (`zero_measure`, the CLI's `search P --strategy greedy --measure 0`)
+is the paper's setting: the offline-trained value function (value_offline.py) alone takes
+every decision from an empty schedule (no heuristic seed, no cost-model completion, no
+measurement), in seconds. `greedy_value_search` is the measuring search above started from
+that schedule instead of the heuristic's.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..costmodel import CostModel, default_model
+from ..ir import Pipeline
+from ..measure import Measurement
 from ..schedule import Schedule
-from .base import SearchContext, Trial
+from .base import Budget, SearchContext, Trial
 from .space import measure_seed, order, stage_options, with_decision
 from .value import Completer, ValueFunction, prefix
+from .value_offline import K_GREEDY, OfflineValue, shipped_value, value_greedy
 
 KIDS_PER_PASS = 72  # options per stage = this / stages, within [K_MIN, K_MAX]
 K_MIN, K_MAX = 4, 16
@@ -96,13 +108,72 @@ def run_charged(ctx: SearchContext, search: Callable[[SearchContext], None]) -> 
 
 
 def greedy_search(ctx: SearchContext) -> None:
-    """The strategy (see the module doc)."""
-    run_charged(ctx, _search)
+    """The strategy (see the module doc), seeded by the heuristic; with a budget of 0
+    measurements, zero-measurement greedy (nothing measured; `zero_measure_search` returns
+    its schedule)."""
+    if ctx.budget.trials <= 0:
+        zero_measure(ctx)
+        return
+    run_charged(ctx, lambda c: _search(c, measure_seed(c)))
 
 
-def _search(ctx: SearchContext) -> None:
+def greedy_value_search(ctx: SearchContext) -> None:
+    """The same search seeded by zero-measurement greedy's schedule instead of the heuristic's."""
+
+    def body(c: SearchContext) -> None:
+        seed = zero_measure(c)
+        c.measure([seed])
+        _search(c, seed)
+
+    run_charged(ctx, body)
+
+
+def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int = K_GREEDY) -> Schedule:
+    """Decide every stage of `ctx.p` with the offline value function alone, from an empty
+    schedule (randomness: ctx.rng; cancel and pause: ctx.check); measures nothing. The time
+    is charged to ctx's model time."""
+    t = time.perf_counter()
+    try:
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, k, check=ctx.check)
+    finally:
+        ctx.charge_model_time(time.perf_counter() - t)
+    s.name = "greedy (0 measurements)"
+    return s
+
+
+@dataclass
+class ZeroMeasureResult:
+    """Zero-measurement greedy's schedule, its search seconds and V's value (a prediction)."""
+
+    schedule: Schedule
+    search_s: float
+    value_ms: float  # exp(V) of the final state: the value function's prediction, not a measurement
+    value_name: str
+
+
+def _no_measurement(p: Pipeline, s: Schedule) -> Measurement:
+    raise RuntimeError(f"zero-measurement greedy tried to measure a schedule of {p.name}")
+
+
+def zero_measure_search(
+    p: Pipeline,
+    seed: int = 0,
+    *,
+    wall_s: float = 60.0,
+    value: OfflineValue | None = None,
+    model: CostModel | None = None,
+    measure_fn: Callable[..., Measurement] = _no_measurement,
+) -> ZeroMeasureResult:
+    """`zero_measure` in a context of its own with a budget of 0 measurements (its measure
+    function refuses to run)."""
+    v = value or shipped_value()
+    ctx = SearchContext(p, model or default_model(), measure_fn, Budget(trials=0, wall_s=wall_s), seed, strategy="greedy")
+    s = zero_measure(ctx, v)
+    return ZeroMeasureResult(s, ctx.elapsed(), float(math.exp(v.values(p, [s])[0])), v.name)
+
+
+def _search(ctx: SearchContext, seed: Schedule | None) -> None:
     p = ctx.p
-    seed = measure_seed(ctx)
     vf, comp = ValueFunction(p), Completer(ctx)
     k = options_per_stage(len(order(p)), KIDS_PER_PASS, K_MIN, K_MAX)
     pool: Candidates = {}  # every completion predicted
