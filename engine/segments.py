@@ -145,6 +145,18 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
     return canonical_hash(body), cp, cs, {v: k for k, v in ren.items()}
 
 
+def canonical_form(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipeline, Schedule, dict[str, str]]:
+    """`seg` renamed by position: (key of pipeline and schedule, canonical pipeline, its
+    schedule, canonical name -> real name). Whole-model tuning (engine/tuning) groups
+    segments whose canonical pipelines are equal into one task."""
+    return _canonical(p, sched, seg)
+
+
+def renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
+    """`ss` with the consumers its compute_at / store_at name renamed by `ren`."""
+    return _renamed(ss, ren)
+
+
 def _renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
     pure = tuple(replace(d, consumer=ren[d.consumer]) if d.consumer is not None else d for d in ss.pure)
     return StageSchedule(pure, ss.update)

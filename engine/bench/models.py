@@ -11,10 +11,13 @@ one (the worker is idle meanwhile), all with the same number of threads.
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,8 +28,8 @@ from .. import reference as R
 from ..halide_backend import target_string
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
-from ..measure import Measurement, Runner, default_threads, host_fingerprint
-from ..resources import MODELS_DIR
+from ..measure import Measurement, MeasureRunner, Runner, default_threads, host_fingerprint
+from ..resources import MAKE_MODELS, MODELS_DIR
 from ..schedule import Schedule, default_schedule
 from .peers import PEERS, Peer, PeerTiming, check_peer, make_peers, time_peer
 
@@ -83,12 +86,25 @@ def _cell(medians: list[float], best: float, iqrs: list[float]) -> dict[str, Any
     return {"ok": True, "median_ms": med, "min_ms": best, "spread": spread, "round_medians_ms": medians}
 
 
-def _bench_one(p: Pipeline, best: Schedule, runner: Runner, threads: int, name: str, repeats: int, min_time_s: float) -> dict[str, Any]:
+def _bench_one(
+    p: Pipeline,
+    scheds: dict[str, Schedule],
+    runner: MeasureRunner,
+    threads: int,
+    name: str,
+    repeats: int,
+    min_time_s: float,
+    torch_module: Any = None,
+) -> dict[str, Any]:
+    """The peers and the Halide schedules `scheds` (label -> schedule) of `p`, interleaved in
+    `repeats` rounds; `torch_module` (a sample-set model's PyTorch definition) is the PyTorch
+    peer where make_peers has none."""
     inputs = R.make_inputs(p, 0)  # the worker's input for seed 0: every variant computes the same thing
     refs, method = R.reference(p, inputs)
     peers = make_peers(p, inputs, threads)
+    if torch_module is not None and isinstance(peers.get("pytorch"), str):
+        peers["pytorch"] = _module_peer(p, torch_module, inputs, threads)
     checks = {n: check_peer(pr, p, refs, method) for n, pr in peers.items() if isinstance(pr, Peer)}
-    scheds = {"default": default_schedule(p), "best": best}
     runs: dict[str, list[Any]] = {v: [] for v in [*PEERS, *scheds]}
     opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
     for r in range(repeats):
@@ -105,7 +121,11 @@ def _bench_one(p: Pipeline, best: Schedule, runner: Runner, threads: int, name: 
                 m = api.measure(p, scheds[label], runner, None, **opts)
                 runs[label].append(m)
                 _progress(f"{name} {label} round {r + 1}", m.median_ms, m.error)
-    row: dict[str, Any] = {"gflop": p.flops() / 1e9, "stages": len(p.stages), "best_schedule": best.name}
+    row: dict[str, Any] = {
+        "gflop": p.flops() / 1e9,
+        "stages": len(p.stages),
+        "best_schedule": scheds["best"].name if "best" in scheds else "",
+    }
     for label, got in runs.items():
         peer = peers.get(label)
         if isinstance(peer, str):
@@ -163,7 +183,8 @@ def bench_models(
         for name, kind, p, best in targets:
             found = _search(p, runner, search, search_trials, search_budget_s) if kind == "model" else {}
             best = found.pop("schedule", best)
-            results[name] = {"kind": kind, **_bench_one(p, best, runner, threads, name, repeats, min_time_s), **found}
+            scheds = {"default": default_schedule(p), "best": best}
+            results[name] = {"kind": kind, **_bench_one(p, scheds, runner, threads, name, repeats, min_time_s), **found}
     load_after = os.getloadavg()
     machine = {
         "host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version(),
@@ -201,4 +222,173 @@ def _table(results: dict[str, Any]) -> str:
         checked = {LABELS[k]: r[k].get("verified") for k in LABELS if r[k].get("ok")}
         cells.append("all" if checked and all(checked.values()) else "NOT " + ", ".join(k for k, v in checked.items() if not v))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --- bench models --tune: the sample set of whole networks, tuned (issue 14 item 5) ----------------
+TUNE_NOTE = (
+    "tuned = whole-model tuning (engine/tuning: each distinct task tuned once by local moves, Ansor's task scheduler) "
+    "from the heuristic schedule; every Halide time is a whole-model measurement verified against ONNX Runtime"
+)
+CACHE_ENV = "SCHEDULE_EXPLORER_MODEL_CACHE"
+
+
+def _make_models() -> Any:
+    """resources/models/make_models.py as a module (project code: the models' definitions)."""
+    spec = importlib.util.spec_from_file_location("_schedule_explorer_make_models", MAKE_MODELS)
+    assert spec is not None and spec.loader is not None  # a file of this package
+    mm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mm)
+    return mm
+
+
+def sample_set_names() -> list[str]:
+    return list(_make_models().SAMPLE_SET)
+
+
+def cache_dir() -> Path:
+    """Where the sample set is exported: $SCHEDULE_EXPLORER_MODEL_CACHE, else the user cache directory."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    from platformdirs import user_cache_dir  # noqa: PLC0415
+
+    return Path(user_cache_dir("schedule-explorer")) / "sample_models"
+
+
+def sample_model(name: str, directory: Path | None = None) -> Path:
+    """The sample-set model `name` as an .onnx file in `directory` (default: cache_dir()),
+    exported from its PyTorch definition when not there yet (fixed seeds: reproducible)."""
+    mm = _make_models()
+    if name not in mm.SAMPLE_SET:
+        raise ValueError(f"unknown sample model {name!r} (the sample set: {', '.join(mm.SAMPLE_SET)})")
+    d = directory or cache_dir()
+    path = d / f"{name}.onnx"
+    if not path.is_file():
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=d) as tmp:  # written whole, then renamed: never half a file under the name
+            mm.export_sample(name, Path(tmp)).replace(path)
+    return path
+
+
+def torch_definition(p: Pipeline) -> Any:
+    """The PyTorch module of a sample-set model (its file's stem names it), or None."""
+    model = p.source.get("model")
+    if p.source.get("kind") != "onnx" or not model:
+        return None
+    mm = _make_models()
+    stem = Path(model).stem
+    return mm.sample_module(stem) if stem in mm.SAMPLE_SET else None
+
+
+def _module_peer(p: Pipeline, module: Any, inputs: dict[str, Any], threads: int) -> Peer:
+    import torch  # noqa: PLC0415
+
+    torch.set_num_threads(threads)
+    xs = [torch.from_numpy(inputs[i.name]) for i in p.inputs if not i.weight]
+
+    def run() -> Any:
+        with torch.no_grad():
+            return module(*xs)
+
+    def outputs() -> dict[str, Any]:
+        return {p.outputs[0]: run().numpy().reshape(p.shape_of(p.outputs[0]))}
+
+    policy = os.environ.get("OMP_WAIT_POLICY") or "default"
+    what = f"{type(module).__name__} (make_models.py SAMPLE_SET), eval mode, no_grad, OMP_WAIT_POLICY={policy}"
+    return Peer("pytorch", f"torch {torch.__version__}", threads, what, run, outputs)
+
+
+def compare_tuned(
+    p: Pipeline,
+    heuristic: Schedule,
+    tuned: Schedule,
+    runner: MeasureRunner,
+    threads: int,
+    name: str,
+    repeats: int = 3,
+    min_time_s: float = 0.5,
+) -> dict[str, Any]:
+    """ONNX Runtime, PyTorch (where a definition exists), the heuristic and the tuned
+    schedule of `p`, measured in the same run in interleaved rounds, each verified; with the
+    ratios tuned/ORT, heuristic/ORT, tuned/PyTorch and heuristic/tuned."""
+    row = _bench_one(p, {"heuristic": heuristic, "tuned": tuned}, runner, threads, name, repeats, min_time_s, torch_definition(p))
+    ms = {k: row[k]["median_ms"] for k in ("onnxruntime", "pytorch", "heuristic", "tuned") if row[k].get("ok")}
+    for a, b, key in (
+        ("tuned", "onnxruntime", "tuned_over_ort"), ("heuristic", "onnxruntime", "heuristic_over_ort"),
+        ("tuned", "pytorch", "tuned_over_pytorch"), ("heuristic", "tuned", "heuristic_over_tuned"),
+    ):  # fmt: skip
+        if a in ms and b in ms:
+            row[key] = ms[a] / ms[b]
+    return row
+
+
+def bench_models_tuned(
+    models: Sequence[str | Path] | None = None,
+    budget_s: float = 120.0,
+    trials: int = 10**6,
+    repeats: int = 3,
+    min_time_s: float = 0.5,
+    threads: int | None = None,
+    runner: MeasureRunner | None = None,
+    directory: Path | None = None,
+) -> dict[str, Any]:
+    """Each model (default: the sample set, exported into `directory` / cache_dir()) tuned
+    within `budget_s` seconds and `trials` task measurements, then compare_tuned: ORT,
+    PyTorch, heuristic and tuned in the same run; the geometric means of tuned/ORT and
+    heuristic/ORT over the models that have both."""
+    from ..tuning import tune  # noqa: PLC0415
+
+    threads = threads or (runner.threads if runner is not None else default_threads())
+    t0, load_before = time.time(), os.getloadavg()
+    paths = [Path(m) for m in models] if models else [sample_model(n, directory) for n in sample_set_names()]
+    results: dict[str, Any] = {}
+    own = runner is None
+    runner = runner or Runner(threads)
+    try:
+        for path in paths:
+            p = api.load_pipeline(str(path))
+            h = heuristic_schedule(p)
+            print(f"[bench models --tune] {path.stem}: tuning ({budget_s:g} s budget)", file=sys.stderr, flush=True)
+            res = tune(p, runner, budget_s=budget_s, trials=trials, start=h)
+            row = compare_tuned(p, h, res.schedule, runner, threads, path.stem, repeats, min_time_s)
+            row["tuning"] = {k: v for k, v in res.to_json().items() if k not in ("pipeline",)}
+            row["tuning_s"], row["trials"], row["tasks"] = res.tuning_s, res.trials, len(res.tasks)
+            results[path.stem] = row
+    finally:
+        if own:
+            runner.close()
+    load_after = os.getloadavg()
+    geo = {k: _geomean([r[k] for r in results.values() if k in r]) for k in ("tuned_over_ort", "heuristic_over_ort")}
+    machine = {
+        "host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version(),
+        "load_avg_1m_before": load_before[0], "load_avg_1m_after": load_after[0],
+    }  # fmt: skip
+    table = _tuned_table(results, geo) + (
+        f"\n{TUNE_NOTE}.\nTuning budget {budget_s:g} s per model; {threads} threads for every variant; "
+        f"{repeats} rounds of >= {min_time_s:g} s; "
+        f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after on {os.cpu_count()} cores."
+    )
+    return {
+        "note": TUNE_NOTE, "machine": machine, "threads": threads, "repeats": repeats, "min_time_s": min_time_s, "budget_s": budget_s,
+        "geomean": geo, "wall_s": time.time() - t0, "results": results, "table": table,
+    }  # fmt: skip
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _tuned_table(results: dict[str, Any], geo: dict[str, float | None]) -> str:
+    cols = ["model", "GFLOP", "tasks", "ORT ms", "PyTorch ms", "heuristic ms", "tuned ms", "tuned/ORT", "heuristic/ORT", "tuned/PyTorch",
+            "tuning s", "trials", "verified"]  # fmt: skip
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for name, r in results.items():
+        cells = [name, f"{r['gflop']:.3g}", str(r["tasks"])] + [_fmt(r[k]) for k in ("onnxruntime", "pytorch", "heuristic", "tuned")]
+        cells += [_ratio(r, "tuned_over_ort"), _ratio(r, "heuristic_over_ort"), _ratio(r, "tuned_over_pytorch")]
+        cells += [f"{r['tuning_s']:.0f}", str(r["trials"])]
+        checked = {k: r[k].get("verified") for k in ("onnxruntime", "pytorch", "heuristic", "tuned") if r[k].get("ok")}
+        cells.append("all" if checked and all(checked.values()) else "NOT " + ", ".join(k for k, v in checked.items() if not v))
+        lines.append("| " + " | ".join(cells) + " |")
+    g = {k: f"{v:.2f}" if v is not None else "-" for k, v in geo.items()}
+    lines.append(f"| geomean | | | | | | | {g['tuned_over_ort']} | {g['heuristic_over_ort']} | | | | |")
     return "\n".join(lines)

@@ -25,12 +25,12 @@ from ..frontends.common import ModelImportError
 from ..ir import PipelineError
 from ..isolated import CompilerCrashError
 from ..schedule import ScheduleError
-from . import bench, core, costmodel, place, search, teach
+from . import bench, core, costmodel, place, search, teach, tune
 from .args import EXIT_ERROR, ArgumentParser, CliError
 
 __all__ = ["EXIT_ERROR", "CliError", "commands", "main", "parser"]
 
-MODULES: tuple[ModuleType, ...] = (core, bench, costmodel, search, place, teach)  # in --help's order
+MODULES: tuple[ModuleType, ...] = (core, bench, costmodel, search, place, teach, tune)  # in --help's order
 
 
 def _build() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:

@@ -155,6 +155,104 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+class ConvBNAct(nn.Sequential):
+    """Conv - BN - activation (ReLU6 by default), as MobileNetV2's blocks are built."""
+
+    def __init__(self, cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1, act: bool = True) -> None:
+        layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+        super().__init__(*layers, *([nn.ReLU6(inplace=True)] if act else []))
+
+
+class MBBlock(nn.Module):
+    """MobileNetV2's inverted residual at any stride and expansion (torchvision's layout)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        h = cin * expand
+        layers: list[nn.Module] = [ConvBNAct(cin, h, 1)] if expand != 1 else []
+        layers += [ConvBNAct(h, h, 3, stride, groups=h), ConvBNAct(h, cout, 1, act=False)]
+        self.conv = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (width 1.0; torchvision's inverted-residual settings), random weights."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [ConvBNAct(3, 32, 3, 2)]
+        cin = 32
+        for t, c, n, s in self.SETTINGS:
+            for k in range(n):
+                layers.append(MBBlock(cin, c, s if k == 0 else 1, t))
+                cin = c
+        layers.append(ConvBNAct(cin, 1280, 1))
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(1280, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
+
+
+class Fire(nn.Module):
+    """SqueezeNet's fire module: 1x1 squeeze, then 1x1 and 3x3 expands concatenated."""
+
+    def __init__(self, cin: int, squeeze: int, e1: int, e3: int) -> None:
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.expand1x1 = nn.Conv2d(squeeze, e1, 1)
+        self.expand3x3 = nn.Conv2d(squeeze, e3, 3, padding=1)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.squeeze(x))
+        return torch.cat([self.relu(self.expand1x1(x)), self.relu(self.expand3x3(x))], 1)
+
+
+class SqueezeNet(nn.Module):
+    """SqueezeNet 1.1 (torchvision's layout; floor-mode pooling, which gives the same shapes
+    at 224x224), random weights."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            Fire(64, 16, 64, 64), Fire(128, 16, 64, 64), nn.MaxPool2d(3, 2),
+            Fire(128, 32, 128, 128), Fire(256, 32, 128, 128), nn.MaxPool2d(3, 2),
+            Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256),
+        )  # fmt: skip
+        self.classifier = nn.Sequential(nn.Conv2d(512, classes, 1), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+class ViT(nn.Module):
+    """A ViT-style encoder (ViT-Ti/16's sizes: 224x224, 16x16 patches, 196 tokens, width 192,
+    3 heads, MLP 768): patch embedding by a strided conv, learned position embedding, pre-norm
+    encoder layers, mean-pooled tokens (no class token), a linear head."""
+
+    def __init__(
+        self, depth: int = 12, d: int = 192, heads: int = 3, ff: int = 768, patch: int = 16, size: int = 224, classes: int = 1000
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, d, patch, patch)
+        self.pos = nn.Parameter(torch.randn(1, (size // patch) ** 2, d) * 0.02)
+        self.layers = nn.Sequential(*[EncoderLayer(d, heads, ff) for _ in range(depth)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x).flatten(2).transpose(1, 2) + self.pos
+        return self.head(self.norm(self.layers(x)).mean(1))
+
+
 def randomize_bn(m: nn.Module, g: torch.Generator) -> None:
     """Draw every BatchNorm2d's weight, bias and running statistics of `m` from `g`, in place
     (a fresh BatchNorm2d is nearly the identity); engine/bench/peers.py rebuilds the exported
@@ -174,6 +272,36 @@ MODELS = {
     "transformer_layer": (EncoderLayer, (1, 64, 128)),
     "small_cnn": (SmallCNN, (1, 3, 32, 32)),
 }
+
+
+# The sample set of whole networks (issue 14 item 5): realistic input sizes, exported when a
+# benchmark runs (`bench models --tune`: into a cache directory, never committed; ResNet-50
+# alone is about 100 MB of weights). name -> (module factory, input shape).
+SAMPLE_SET = {
+    "resnet50": (ResNet50, (1, 3, 224, 224)),
+    "mobilenetv2": (MobileNetV2, (1, 3, 224, 224)),
+    "squeezenet": (SqueezeNet, (1, 3, 224, 224)),
+    "vit_tiny": (ViT, (1, 3, 224, 224)),
+    "transformer_block": (lambda: EncoderLayer(768, 12, 3072), (1, 128, 768)),  # BERT-base's layer at 128 tokens
+}
+
+
+def export_sample(name: str, out_dir: Path) -> Path:
+    """A SAMPLE_SET model exported to OUT_DIR/NAME.onnx (same seeds as `export`)."""
+    factory, shape = SAMPLE_SET[name]
+    torch.manual_seed(0)
+    return _export(factory(), shape, Path(out_dir) / f"{name}.onnx")
+
+
+def sample_module(name: str) -> nn.Module:
+    """The SAMPLE_SET model as `export_sample` built it (same seeds, so the same weights as the
+    exported file), in eval mode: the benchmark's PyTorch peer."""
+    factory, _shape = SAMPLE_SET[name]
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        module = factory().eval()
+        randomize_bn(module, torch.Generator().manual_seed(1))
+    return module
 
 
 def export(name: str, out_dir: Path = HERE) -> Path:
