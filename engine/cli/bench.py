@@ -72,11 +72,19 @@ def _models_parser(bsub: Any) -> None:
     )
     bp.add_argument("--search-budget-s", type=A.positive_seconds, default=60.0, help="wall seconds per model's search")
     bp.add_argument("--search-trials", type=A.positive_int, default=24)
+    bp.add_argument("--tune", action="store_true", help="the sample set (or --models) tuned whole (engine/tuning) instead of searched")
+    bp.add_argument("--tune-budget-s", type=A.positive_seconds, default=120.0, help="tuning seconds per model (with --tune)")
+    bp.add_argument("--tune-trials", type=A.positive_int, default=10**6, help="task measurements per model at most (with --tune)")
 
 
 def _models(args: argparse.Namespace) -> dict[str, Any]:
-    from ..bench.models import bench_models  # noqa: PLC0415
+    from ..bench.models import bench_models, bench_models_tuned  # noqa: PLC0415
 
+    if args.tune:
+        return bench_models_tuned(
+            models=A.split(args.models), budget_s=args.tune_budget_s, trials=args.tune_trials, repeats=args.repeats,
+            min_time_s=args.min_time, threads=args.threads,
+        )  # fmt: skip
     pipelines = zoo.names() if args.pipelines == "all" else A.split(args.pipelines) or []
     return bench_models(
         models=A.split(args.models), pipelines=pipelines, size=args.size, repeats=args.repeats, min_time_s=args.min_time,
