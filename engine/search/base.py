@@ -189,8 +189,8 @@ class SearchContext:
         self.check()
         t = time.perf_counter()
         todo: dict[str, Schedule] = {}
-        for s in scheds:
-            h = s.content_hash()
+        hashes = [s.content_hash() for s in scheds]  # once each: a hash costs about what a cached prediction does
+        for s, h in zip(scheds, hashes):
             self.seen.add(h)
             if h not in self.predicted:
                 todo.setdefault(h, s)
@@ -207,7 +207,7 @@ class SearchContext:
         finally:
             self.model_s += time.perf_counter() - t
         self._report(None)
-        return [self.predicted[s.content_hash()] for s in scheds]
+        return [self.predicted[h] for h in hashes]
 
     def _predict_chunk(self, scheds: list[Schedule]) -> list[float]:
         """Predicted ms of each schedule: one batch, or one by one when the batch raises."""

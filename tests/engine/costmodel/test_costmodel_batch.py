@@ -123,3 +123,24 @@ def test_tree_scores_cached_equal_lightgbm_on_every_row(models):
         ms = np.exp(m.base + raw)
         assert g.total_ms == pytest.approx(float(np.exp(np.clip(np.log(ms.sum()), lo, hi))), rel=1e-12)
         assert [v for v in g.stages.values() if v > 0] == pytest.approx(list(ms * g.total_ms / ms.sum()), rel=1e-12)
+
+
+def test_tree_scores_by_row_key_equal_the_sample_path(models):
+    """The tree model's `predict_many` scores rows cached by their feature key and builds
+    only the missed rows; it equals `predict_samples` on the full featurized samples (the
+    path training and evaluation use), bit for bit, cold and warm, on a mutation chain."""
+    from engine.costmodel.dataset import samples_to_predict
+
+    m = models["tvm"]
+    for p in (zoo.get("harris", "full"), random_pipeline(17, 9, "small")):
+        scheds = _schedules(p, seed=5)
+        F.clear_caches(p)
+        totals, stages = m.predict_samples(samples_to_predict(p, [loopnest.build(p, s) for s in scheds]), p)
+        for warm in (False, True):
+            if not warm:
+                F.clear_caches(p)
+            got = m.predict_many(p, scheds)
+            assert [g.total_ms for g in got] == totals.tolist()
+            assert [list(g.stages.values()) for g in got] == [st.tolist() for st in stages]
+        stats = loopnest.cache_stats(p)
+        assert sum(v["entries"] for k, v in stats.items() if k.endswith(".by_key")) > 0
