@@ -32,6 +32,7 @@ from . import analysis, chrome
 from .about import GUIDE_HTML, about_html, format_flop, shortcuts_html, show_text, versions  # noqa: F401  # versions: re-exported
 from .cluster_dialog import ClusterSetting
 from .code_view import CodeView, LoopNestView, SourcePane
+from .finetune import install as install_finetune
 from .folders import remember_folder, start_folder
 from .graph.panel import GraphPanel
 from .import_report import ImportReportPanel
@@ -135,6 +136,7 @@ class MainWindow(QMainWindow):
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
         self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
         self.lessons = install_lessons(self, (SETTINGS_ORG, SETTINGS_APP))  # the Lessons dock (issue 18 item 4)
+        self.model_on_machine = install_finetune(self)  # the model's error here, Fine-tune on My Measurements (issue 13)
         self.added_docks += [self.teaching.dock, self.lessons.dock]
         self.setAcceptDrops(True)
 
@@ -735,4 +737,5 @@ class MainWindow(QMainWindow):
         self.stmt_loader.shutdown()
         self.teaching.shutdown()
         self.lessons.shutdown()
+        self.model_on_machine.shutdown()
         super().closeEvent(event)

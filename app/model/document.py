@@ -221,6 +221,12 @@ class Document(QObject):
         if emit:
             self.changed.emit()
 
+    def repredict(self) -> None:
+        """Predict the current schedule again (the default cost model changed: fine-tuned or reset)."""
+        if self.pipeline is not None:
+            self.prediction, self.prediction_error = self._predict()
+            self.changed.emit()
+
     def _predict(self) -> tuple[Prediction | None, str]:
         assert self.pipeline is not None
         try:

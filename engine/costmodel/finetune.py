@@ -463,3 +463,23 @@ def sample_of_item(it: Any) -> Sample:
     from .dataset import sample_of  # noqa: PLC0415
 
     return sample_of(it.pipeline, it.schedule, it.stored_ms)
+
+
+def host_note(choice: Any, env: Environment) -> str:
+    """What to tell the user about the model in use (`costmodel.default_choice()`) on `env`'s
+    machine: "" when it was trained or fine-tuned here (or is the analytic estimate), else
+    which machine it comes from."""
+    if choice.source == "analytic":
+        return ""
+    d = Path(choice.source)
+    try:
+        name = read_json(d / "default.json").get("model")
+        trained = model_environment(d, str(name)) if isinstance(name, str) else None
+    except ValueError:
+        return ""
+    if trained is None:
+        return "the model does not record the machine it was trained on"
+    other = Environment.of(trained)
+    if other.same_machine(env):
+        return ""
+    return f"the model was trained on another machine ({other.describe()}); this one is {env.describe()}"
