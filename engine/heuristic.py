@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from . import expr as E
 from .ir import Pipeline, PipelineError
 from .loopnest import placements
-from .recipes import VEC, ceil_div, conv_block, dense_output, dividing, fit, matmul_block, strips, vector_update
+from .recipes import VectorTarget, conv_block, dense_output, dividing, fit, matmul_block, strips, vector_target, vector_update
 from .schedule import S, Schedule, ScheduleError, validate, validate_stage
 
 RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
@@ -59,13 +59,15 @@ class _Rejected(Exception):
     """A rule's own check failed; the next rule is tried."""
 
 
-def heuristic_schedule(p: Pipeline) -> Schedule:
-    """The rule-based schedule of `p` (valid for every pipeline; see the module docstring)."""
-    return plan(p).schedule
+def heuristic_schedule(p: Pipeline, target: str | VectorTarget | None = None) -> Schedule:
+    """The rule-based schedule of `p` (valid for every pipeline; see the module docstring)
+    for Halide target `target` (None: the host's JIT target): vector widths and register
+    blocks follow it (recipes.VectorTarget)."""
+    return plan(p, target).schedule
 
 
-def plan(p: Pipeline) -> Plan:
-    h = _Heuristic(p)
+def plan(p: Pipeline, target: str | VectorTarget | None = None) -> Plan:
+    h = _Heuristic(p, vector_target(target))
     h.run()
     return Plan(h.s, h.rules)
 
@@ -75,8 +77,9 @@ def _identity(a: E.Access, dims: tuple) -> bool:
 
 
 class _Heuristic:
-    def __init__(self, p: Pipeline) -> None:
+    def __init__(self, p: Pipeline, vt: VectorTarget) -> None:
         self.p = p
+        self.vt = vt
         self.s = Schedule(name="heuristic")
         self.rules: dict[str, str] = {}
         self.order = _topo(p)
@@ -198,12 +201,11 @@ class _Heuristic:
         p, r = self.p, self.anchor_of[a]
         shape = p.shape_of(a)
         if p.stage(r).op == "conv2d":
-            w = shape[-1]
-            chans = max(4, 16 // ceil_div(w, fit(VEC, w)))  # about 16 vector accumulators per block
-            strip, recipe = conv_block(self.s, p, r, a, chans=chans), "conv_block"
+            # The register block (channels x x vectors) from the target's accumulators (recipes.conv_blocking).
+            strip, recipe = conv_block(self.s, p, r, a, target=self.vt), "conv_block"
         else:
             panel = fit(64, max(8, shape[-2] // 4))  # at least 4 row panels where rows allow
-            strip, recipe = matmul_block(self.s, p, r, a, panel=panel), "matmul_block"
+            strip, recipe = matmul_block(self.s, p, r, a, panel=panel, target=self.vt), "matmul_block"
         self.host[a] = self.host[r] = (a, strip)
         self.rules[r] = f"register-blocked at tiles of {a} ({recipe})"
         return f"root, tiled; {r} register-blocked per tile ({recipe})"
@@ -244,7 +246,7 @@ class _Heuristic:
             self._vector_reduce(n, place.region, parallel=False)
         else:
             k = max((k for k, e in enumerate(place.region) if e > 1), default=len(st.dims) - 1)
-            S(self.s, n).vectorize(st.dims[k].name, fit(VEC, place.region[k]))
+            S(self.s, n).vectorize(st.dims[k].name, fit(self.vt.lanes, place.region[k]))
         self.host[n] = h
         return f"at {h[0]}.{h[1]} (per strip of its consumers; {ratio:.2g}x its points)"
 
@@ -260,13 +262,13 @@ class _Heuristic:
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
         if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
-            self.host[n] = (n, dense_output(self.s, p, n))
+            self.host[n] = (n, dense_output(self.s, p, n, target=self.vt))
             return "root, matmul accumulating in its own buffer (dense_output)"
         if st.is_reduction:
             par = self._vector_reduce(n, st.shape, parallel=True)
             self.host[n] = (n, par) if par else None
             return f"root, vectorized reduction{f', parallel along {par}' if par else ''}"
-        strip = strips(self.s, p, n, min_strips=MIN_STRIPS)
+        strip = strips(self.s, p, n, min_strips=MIN_STRIPS, target=self.vt)
         self.host[n] = (n, strip) if strip else None
         return "root, parallel strips of rows (strips)" if strip else "root, vectorized"
 
@@ -283,7 +285,7 @@ class _Heuristic:
         # Lanes along a dim all reads of it are contiguous in: full vectors; across rows (strided): ROW_LANES.
         along = [x for x in E.accesses(st.update) if any(v in E.variables(ix) for ix in x.index)]
         contiguous = bool(along) and all(v in E.variables(x.index[-1]) for x in along)
-        vw = (dividing if n in self.p.outputs else fit)(VEC if contiguous else ROW_LANES, ext)
+        vw = (dividing if n in self.p.outputs else fit)(self.vt.lanes if contiguous else min(ROW_LANES, self.vt.lanes), ext)
         window = math.prod(d.extent for d in st.rdom) <= WINDOW_TAPS
         o = S(self.s, n)
         if vw > 1:

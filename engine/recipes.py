@@ -57,6 +57,12 @@ class VectorTarget:
         return max(8, min(16, self.registers - 4))
 
     @property
+    def block_limit(self) -> int:
+        """The most accumulators a register block can have before LLVM spills them (four
+        registers left for a broadcast, loaded vectors and addresses)."""
+        return max(4, self.registers - 4)
+
+    @property
     def fma_chains(self) -> int:
         """Independent FMA chains a peak kernel can keep in registers (one register
         reserved for the added constant, a few for the compiler)."""
@@ -142,26 +148,35 @@ def _dim(p: Pipeline, stage: str, k: int) -> str:
 
 
 # --- single stages --------------------------------------------------------------------------
-def root_vec(s: Schedule, p: Pipeline, stage: str, par: str) -> None:
+def root_vec(s: Schedule, p: Pipeline, stage: str, par: str, target: str | VectorTarget | None = None) -> None:
     """Compute at root, vectorized along the innermost dim, parallel along `par`."""
     last = p.stage(stage).dims[-1]
-    S(s, stage).compute_root().vectorize(last.name, fit(VEC, last.extent)).parallel(par)
+    S(s, stage).compute_root().vectorize(last.name, fit(vector_target(target).lanes, last.extent)).parallel(par)
 
 
-def strips(s: Schedule, p: Pipeline, stage: str, rows: int = 32, parallel: bool = True, min_strips: int = 1) -> str | None:
+def strips(
+    s: Schedule,
+    p: Pipeline,
+    stage: str,
+    rows: int = 32,
+    parallel: bool = True,
+    min_strips: int = 1,
+    target: str | VectorTarget | None = None,
+) -> str | None:
     """Strips of `rows` rows: the dim outside the vectorized one is split, its outer loop
     made outermost (so a strip covers all channels/batches, and producers computed per
     strip are computed once for all of them) and parallel. Strips shrink (down to 8 rows)
     until there are `min_strips` of them, so that all cores get work. Returns the strip
     loop, or None for a stage with a single non-trivial dim."""
     st = p.stage(stage)
+    lanes = vector_target(target).lanes
     names = [d.name for d in st.dims]
     big = [k for k, d in enumerate(st.dims) if d.extent > 1] or [len(names) - 1]
     v = big[-1]
     rk = next((k for k in reversed(big) if k < v), None)
     o = S(s, stage)
     if rk is None:
-        o.vectorize(names[v], fit(VEC, st.dims[v].extent))
+        o.vectorize(names[v], fit(lanes, st.dims[v].extent))
         return None
     row, outer, ext = names[rk], f"{names[rk]}o", st.dims[rk].extent
     f = fit(rows, ext)
@@ -170,7 +185,7 @@ def strips(s: Schedule, p: Pipeline, stage: str, rows: int = 32, parallel: bool 
     o.split(row, outer, row, f)
     if rk > 0:  # outer dims (channels, batch) inside the strip loop
         o.reorder(*reversed(names[:rk]), outer)
-    o.vectorize(names[v], fit(VEC, st.dims[v].extent))
+    o.vectorize(names[v], fit(lanes, st.dims[v].extent))
     if parallel:
         o.parallel(outer)
     return outer
@@ -210,28 +225,38 @@ def matmul_block(
     p: Pipeline,
     prod: str,
     out: str,
-    rows: int = 8,
+    rows: int | None = None,
     vecs: int = 2,
     panel: int = 64,
     kblock: int = 128,
     parallel: bool = True,
+    target: str | VectorTarget | None = None,
 ) -> str:
     """`out[.., i, j]` reads `prod[.., i, j]` pointwise; `prod[.., i, j]` sums over k.
 
-    `out` is tiled into panel x (vecs*16) tiles, parallel over row panels, and `prod` is
-    computed per tile (a small stack buffer). Its k loop is split into blocks; per k
-    block, each rows x (vecs*16) register block of the tile runs the inner k loop with
-    its rows*vecs accumulators in zmm registers. Blocking k keeps the kblock x (vecs*16)
-    block of B in L2 while the panel's row blocks reuse it (B's rows are 4 KiB apart,
-    so cache-set conflicts limit how much of a B column strip stays cached).
-    Leading (batch) dims stay outermost. Returns the panel loop of `out`."""
+    `out` is tiled into panel x (vecs*lanes) tiles, parallel over row panels, and `prod`
+    is computed per tile (a small stack buffer). Its k loop is split into blocks; per k
+    block, each rows x (vecs*lanes) register block of the tile runs the inner k loop with
+    its rows*vecs accumulators in vector registers. Blocking k keeps the kblock x
+    (vecs*lanes) block of B in L2 while the panel's row blocks reuse it (B's rows are
+    4 KiB apart, so cache-set conflicts limit how much of a B column strip stays cached).
+    `rows` None: as many as the target's accumulators allow (8 x 2 zmm on AVX-512,
+    6 x 2 ymm on AVX2, where 8 x 2 spilled); the panel is then a multiple of the rows
+    (60 for 6), its last one shifted inwards. Leading (batch) dims stay outermost.
+    Returns the panel loop of `out`."""
+    vt = vector_target(target)
     m, n = p.shape_of(out)[-2:]
     i, j = _dim(p, out, -2), _dim(p, out, -1)
     pi, pj, k = _dim(p, prod, -2), _dim(p, prod, -1), p.stage(prod).rdom[0].name
-    vw = fit(VEC, n)
+    vw = fit(vt.lanes, n)
     cb = vw * fit(vecs, max(1, n // vw))
-    rb = fit(rows, m)
+    nv = cb // vw
+    if rows is None:
+        rows = max(1, min(8, vt.accumulators // nv))
+    rb = fit(rows, m) if rows > m or rows & (rows - 1) == 0 else rows
     pb = max(rb, fit(panel, m))
+    if pb % rb:  # rows that are not a power of two: the panel a multiple of them
+        pb = rb * max(1, pb // rb)
     io, ii, jo, ji = f"{i}o", f"{i}i", f"{j}o", f"{j}i"
     o = S(s, out).split(i, io, ii, pb).split(j, jo, ji, cb).reorder(ji, ii, jo, io).vectorize(ji, vw)
     if parallel:
@@ -245,39 +270,88 @@ def matmul_block(
     return io
 
 
-def conv_block(s: Schedule, p: Pipeline, conv: str, out: str, chans: int = 4) -> str:
+def conv_blocking(c: int, w: int, target: str | VectorTarget | None = None, lanes: int | None = None) -> tuple[int, int]:
+    """The register block of a conv with `c` output channels at output width `w`:
+    (channels, vectors along x), chosen for FMAs per load times the share of x lanes
+    that are useful. A block of ch x xv accumulators takes ch broadcasts of a weight and
+    xv input vectors per tap for ch*xv FMAs, at most VectorTarget.accumulators of them;
+    x is covered by blocks of xv vectors (the last shifted inwards, a short row rounded
+    up). AVX-512 at W=56: 4 x 4 zmm (the block measured best there); AVX2 at W=56:
+    4 x 3 ymm (measured ~15% faster than 2 x 4 and 6 x 2, ~20% than 1 x 7, on Zen 3).
+    `lanes`: the vector width when not the target's (narrower vectors that divide W)."""
+    vt = vector_target(target)
+    vw = lanes or fit(vt.lanes, w)
+    nvec = ceil_div(w, vw)
+    best: tuple[float, int, int] = (0.0, 1, 1)
+    ch = 1
+    while ch <= min(c, vt.accumulators):
+        for xv in range(1, min(nvec, vt.accumulators // ch) + 1):
+            covered = nvec * vw if xv == nvec else ceil_div(w, xv * vw) * xv * vw
+            score = ch * xv / (ch + xv) * w / covered
+            best = max(best, (score, ch, xv))
+        ch *= 2
+    return best[1], best[2]
+
+
+def conv_block(
+    s: Schedule,
+    p: Pipeline,
+    conv: str,
+    out: str,
+    chans: int | None = None,
+    target: str | VectorTarget | None = None,
+    xvecs: int | None = None,
+) -> str:
     """`out[n, c, y, x]` reads `conv[n, c, y, x]` pointwise; `conv` sums over (rc,) ry, rx.
 
     `out` is tiled into chans x 1 row x full-width tiles (x split by the full width so
     the tile size is a constant), parallel over rows. `conv` is computed per tile with
-    the reduction outside a block of chans x ceil(W/16) vector accumulators. When W is
-    not a multiple of 16 the block rounds x up (8 of 64 lanes wasted at W=56), which
-    still measured ~25% faster than exact 8-wide blocks (4 x 7 ymm accumulators plus
-    operands don't fit in 32 registers; 3 x 7 fit but run slower).
+    the reduction outside a block of chans x ceil(W/lanes) vector accumulators. When W is
+    not a multiple of the lanes the block rounds x up (on AVX-512, 8 of 64 lanes wasted
+    at W=56), which still measured ~25% faster than exact 8-wide blocks (4 x 7 ymm
+    accumulators plus operands don't fit in 32 registers; 3 x 7 fit but run slower).
+    A row that needs more vectors than the registers hold (AVX2: 16 ymm) is cut into
+    x blocks of at most VectorTarget.block_limit vectors (the last shifted inwards).
+    `chans` None: 4 where they fit (AVX-512: 4 x 4 zmm at W=56), else what the
+    accumulators allow (AVX2: 1 x 7 ymm at W=56; 4 x 7 spilled).
     Returns the per-row loop of `out` (where the conv's producers can be computed)."""
+    vt = vector_target(target)
     shape = p.shape_of(out)
     c, w = shape[-3], shape[-1]
     oc, oy, ox = (_dim(p, out, k) for k in (-3, -2, -1))
     cc, cx = _dim(p, conv, -3), _dim(p, conv, -1)
-    vw = fit(VEC, w)
-    cb = min(chans, c)
+    vw = fit(vt.lanes, w)
     if w % vw and widening_overreads(p, conv, cx, ceil_div(w, vw) * vw - w):
         # Rounding up would read past the end of an input buffer: vectors that divide
-        # the width instead, with fewer channels so the block still fits in registers.
-        vw = dividing(VEC // 2, w)
-        cb = min(max(1, 24 // ceil_div(w, vw)), c)
+        # the width instead (the block then has more of them).
+        vw = dividing(vt.lanes // 2, w)
+    nvec = ceil_div(w, vw)
+    narrowed = vw < fit(vt.lanes, w)
+    if chans is None and narrowed and nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
+        # Narrow vectors, full rows, as many channels as leave 8 registers (AVX-512: 3 x 7
+        # zmm at W=56, as measured there); where that block is small (AVX2: 1 x 7), the model.
+        chans, xv = (vt.block_limit - 4) // nvec, nvec
+    elif chans is None:
+        chans, xv = conv_blocking(c, w, vt, lanes=vw)
+    else:  # the caller's channels, the x vectors that fit with them
+        xv = min(nvec, max(1, vt.block_limit // chans))
+    cb = min(chans, c)
+    nvec = min(nvec, xvecs or xv)
+    xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
     co, ci, xo = f"{oc}o", f"{oc}i", f"{ox}o"
-    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, w).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
+    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
     # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
     # (possibly denormal) memory.
     S(s, conv).compute_at(out, co).split(cx, cx, f"{cx}_v", vw, tail="round_up").vectorize(f"{cx}_v")
     rvars = [d.name for d in p.stage(conv).rdom]
-    u = S(s, conv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", ceil_div(w, vw))
+    u = S(s, conv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
     u.reorder(f"{cx}_v", f"{cx}_u", cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u").unroll(cc)
     return xo
 
 
-def dense_output(s: Schedule, p: Pipeline, f: str, panel: int = 8, vecs: int = 8, kunroll: int = 8) -> str:
+def dense_output(
+    s: Schedule, p: Pipeline, f: str, panel: int = 8, vecs: int = 8, kunroll: int = 8, target: str | VectorTarget | None = None
+) -> str:
     """A matmul `f[.., i, j] (+)= a[.., i, k] * b[.., k, j]` computed at root in its own
     buffer (an output, or a matmul without a pointwise consumer to tile): it can't be
     computed at a tile of anything, so its accumulators live in the buffer, and LLVM
@@ -287,7 +361,7 @@ def dense_output(s: Schedule, p: Pipeline, f: str, panel: int = 8, vecs: int = 8
     Producers computed per panel go at the returned loop ("i") of the update."""
     m, n = p.shape_of(f)[-2:]
     i, j, k = _dim(p, f, -2), _dim(p, f, -1), p.stage(f).rdom[0].name
-    vw = dividing(VEC, n)
+    vw = dividing(vector_target(target).lanes, n)
     pb = dividing(panel, m)
     S(s, f).vectorize(j, vw).parallel(i, pb)
     u = S(s, f).update().split(i, i, f"{i}_p", pb).split(j, j, f"{j}_v", vw).split(j, j, f"{j}_u", dividing(vecs, n // vw))

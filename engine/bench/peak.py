@@ -4,9 +4,10 @@ which checks it against PyTorch's matmul on the same host in the same run.
 Each element runs independent chains of `v = v*v + b` (one fused multiply-add each, which
 fast-math cannot fold away as it can a linear chain), vectorized to the target's width and
 spread over all cores. The chains must cover FMA latency x throughput (4 cycles x 2 ports:
-8 chains) and still fit in the vector registers with the constant: 16 chains on AVX-512's
-32 zmm registers, 12 on AVX2's 16 ymm registers. (16 chains on AVX2 spilled to the stack
-and read 63 GFLOP/s on a 2-core Zen 3 where PyTorch's matmul reaches 139-169; 12 read 172.)
+8 chains) and stay within the vector registers with the constant and a few for the
+compiler (VectorTarget.fma_chains): 16 chains on AVX-512's 32 zmm registers, 12 on AVX2's
+16 ymm registers. On a 2-core Zen 3 (AVX2) 16 chains read 62 GFLOP/s where PyTorch's
+1024^3 matmul reaches 133 (139-169 quieter); 8, 10 and 12 chains read 172-180.
 The best of several short timed runs approximates the machine's FMA throughput.
 """
 
@@ -23,15 +24,11 @@ import numpy as np
 from ..recipes import vector_target
 
 
-def fma_peak_gflops(chains: int | None = None, depth: int = 64, repeats: int = 30) -> dict[str, Any]:
-    """The FMA peak of this process's JIT target on all its Halide threads: best and median
-    GFLOP/s over `repeats` runs, with the lanes, chains and threads used. `chains`: None
-    for as many as the target's registers hold (VectorTarget.fma_chains)."""
-    t = hl.get_jit_target_from_environment()
-    vt = vector_target(str(t))
+def fma_kernel(target: str, chains: int | None = None, depth: int = 64) -> tuple[hl.Func, hl.Param, int, int]:
+    """The peak kernel for Halide target `target`: (Func, its one scalar Param, chains,
+    lanes). `chains` None: as many as the target's registers hold (VectorTarget.fma_chains)."""
+    vt = vector_target(target)
     chains = chains or vt.fma_chains
-    lanes = vt.lanes
-    threads = int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
     x, xo = hl.Var("x"), hl.Var("xo")
     b = hl.Param(hl.Float(32), "b", 1e-4)
     vs = [hl.cast(hl.Float(32), x + j) * hl.f32(1e-7) for j in range(chains)]
@@ -42,10 +39,19 @@ def fma_peak_gflops(chains: int | None = None, depth: int = 64, repeats: int = 3
         total = total + v
     f = hl.Func("fma_peak")
     f[x] = total
-    block = lanes * 64
-    f.split(x, xo, x, block).vectorize(x, lanes).parallel(xo)
+    f.split(x, xo, x, vt.lanes * 64).vectorize(x, vt.lanes).parallel(xo)
+    return f, b, chains, vt.lanes
+
+
+def fma_peak_gflops(chains: int | None = None, depth: int = 64, repeats: int = 30) -> dict[str, Any]:
+    """The FMA peak of this process's JIT target on all its Halide threads: best and median
+    GFLOP/s over `repeats` runs, with the lanes, chains and threads used. `chains`: None
+    for as many as the target's registers hold (VectorTarget.fma_chains)."""
+    t = hl.get_jit_target_from_environment()
+    f, _, chains, lanes = fma_kernel(str(t), chains, depth)
+    threads = int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 1)
     f.compile_jit(t)
-    n = block * 16 * threads
+    n = lanes * 64 * 16 * threads
     out = hl.Buffer(hl.Float(32), [n])
     f.realize(out)
     times = []

@@ -1,0 +1,101 @@
+"""Recipes follow the target (engine/recipes.py VectorTarget): vector widths and register
+blocks come from the Halide target string, so an AVX2 host gets blocks that fit its 16 ymm
+registers and an AVX-512 host the blocks measured there; schedules for every target stay
+valid, and those this host can run verify."""
+
+import pytest
+
+from engine import api, zoo
+from engine.bench.peak import fma_kernel
+from engine.hand_schedules import hand_schedule
+from engine.heuristic import heuristic_schedule, plan
+from engine.measure import Runner
+from engine.recipes import ceil_div, conv_blocking, fit, vector_target
+from engine.schedule import Directive, Schedule, validate
+
+AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
+AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
+SSE = "x86-64-linux-sse41"
+VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}
+
+
+def _split(s: Schedule, stage: str, inner: str, update: bool = True) -> Directive:
+    ss = s.of(stage)
+    return next(d for d in (ss.update if update else ss.pure) if d.kind == "split" and d.inner == inner)
+
+
+def test_vector_target_reads_lanes_and_registers_from_the_target_string():
+    a2, a5, sse, arm = (vector_target(t) for t in (AVX2, AVX512, SSE, "arm-64-linux"))
+    assert (a2.lanes, a2.registers, a2.accumulators, a2.fma_chains) == (8, 16, 12, 12)
+    assert (a5.lanes, a5.registers, a5.accumulators, a5.fma_chains) == (16, 32, 16, 16)
+    assert (sse.lanes, sse.registers) == (4, 16) and (arm.lanes, arm.registers) == (4, 32)
+    assert vector_target(a2) is a2 and vector_target().lanes in (4, 8, 16)  # the host's
+    with pytest.raises(ValueError, match="not-a-target"):
+        vector_target("not-a-target")
+
+
+def test_the_peak_kernel_takes_its_chains_and_lanes_from_the_target():
+    for target, chains, lanes in ((AVX2, 12, 8), (AVX512, 16, 16)):
+        _, _, got_chains, got_lanes = fma_kernel(target)
+        assert (got_chains, got_lanes) == (chains, lanes)
+        assert got_chains + 1 <= vector_target(target).registers  # the chains and the constant fit
+
+
+def test_matmul_register_block_follows_the_vector_width():
+    p = zoo.get("matmul", "full")
+    got = {}
+    for target in (AVX2, AVX512):
+        s = hand_schedule(p, target)
+        rows, lanes, vecs = (_split(s, "prod", n).factor for n in ("i_u", "j_v", "j_u"))
+        assert rows is not None and lanes is not None and vecs is not None
+        assert lanes == vector_target(target).lanes and rows * vecs <= vector_target(target).accumulators
+        panel = _split(s, "C", "ii", update=False).factor
+        assert panel is not None and panel % rows == 0  # the block tiles the panel exactly
+        got[target] = (rows, vecs, lanes)
+    assert got == {AVX2: (6, 2, 8), AVX512: (8, 2, 16)}
+
+
+def test_conv_register_block_follows_the_target():
+    assert conv_blocking(64, 56, AVX2) == (4, 3) and conv_blocking(64, 56, AVX512) == (4, 4)
+    for target in (AVX2, AVX512, SSE):
+        vt = vector_target(target)
+        for c in (3, 8, 24, 64, 144, 512):
+            for w in (1, 7, 14, 16, 28, 56, 112, 224):
+                ch, xv = conv_blocking(c, w, target)
+                assert 1 <= ch <= max(1, min(c, vt.accumulators)) and ch * xv <= vt.accumulators
+                assert 1 <= xv <= ceil_div(w, fit(vt.lanes, w))
+    # The hand conv_relu at 56x56: AVX2 cuts each row into x blocks of 3 ymm (4 x 7 spilled),
+    # AVX-512 keeps the full (rounded-up) row of 4 zmm.
+    p = zoo.get("conv_relu", "full")
+    assert _split(hand_schedule(p, AVX2), "relu", "x", update=False).factor == 24
+    assert _split(hand_schedule(p, AVX512), "relu", "x", update=False).factor == 56
+    assert _split(hand_schedule(p, AVX2), "conv", "x_u").factor == 3
+    assert _split(hand_schedule(p, AVX512), "conv", "x_u").factor == 4
+
+
+@pytest.mark.parametrize("size", zoo.SIZES)
+def test_schedules_for_every_target_are_valid(size):
+    for name in zoo.names():
+        p = zoo.get(name, size)
+        for target in (AVX2, AVX512, SSE):
+            validate(p, hand_schedule(p, target))
+            validate(p, heuristic_schedule(p, target))
+    p = zoo.get("resnet_block", size)
+    assert plan(p, AVX2).schedule != plan(p, AVX512).schedule  # the blocks differ by target
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Runner() as r:
+        yield r
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv_relu", "mobilenet_block", "attention", "mlp"])
+def test_narrow_and_host_target_schedules_verify(name, runner):
+    # SSE's 4 lanes make the small convs' rows need x blocks (16 = 2 blocks of 2 vectors):
+    # the shifted-inwards x tiles and non-power-of-two blocks run and match the reference.
+    p = zoo.get(name, "small")
+    for target in (SSE, None):
+        for s in (hand_schedule(p, target), heuristic_schedule(p, target)):
+            m = api.measure(p, s, runner, None, **VERIFY_ONLY)
+            assert m.ok and m.verified, (name, target, m.error)
