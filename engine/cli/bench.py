@@ -1,4 +1,4 @@
-"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak | conformance`: the benchmarks.
+"""`bench core | models | import | search | fuzz | costmodel | placement | cluster | peak | conformance | kernels`: the benchmarks.
 
 Each subcommand's options are parsed here and handed to its benchmark in engine/bench/ as
 plain parameters; the result is printed as its table (or, with --json, one JSON object)
@@ -343,6 +343,29 @@ def _conformance(args: argparse.Namespace) -> dict[str, Any]:
     return bench_conformance(compile=not args.no_compile, only=A.split(args.cases))
 
 
+# --- bench kernels ----------------------------------------------------------------------------
+def _kernel_names() -> list[str]:
+    from ..bench.kernels import KERNELS  # noqa: PLC0415  # only when --kernels is given
+
+    return list(KERNELS)
+
+
+def _kernels_parser(bsub: Any) -> None:
+    bp = bsub.add_parser("kernels", help="matmul, convs, depthwise, pooling: % of the FMA peak, against ONNX Runtime and PyTorch")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--kernels", type=A.names_in(_kernel_names, "kernel"), help="comma-separated (default: all)")
+    bp.add_argument("--rounds", type=A.positive_int, default=3, help="interleaved rounds (median over them)")
+    bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.3)
+    bp.add_argument("--threads", type=A.int_in(1, 256), help="Halide, ONNX Runtime and PyTorch threads (default: all cores)")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+
+
+def _kernels(args: argparse.Namespace) -> dict[str, Any]:
+    from ..bench.kernels import bench_kernels  # noqa: PLC0415  # heavy, only for this command
+
+    return bench_kernels(A.split(args.kernels), rounds=args.rounds, min_time_s=args.min_time, threads=args.threads)
+
+
 # name -> (add its parser to the `bench` subparsers, run it on the parsed options); in --help's order
 BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], dict[str, Any]]]] = {
     "core": (_core_parser, _core),
@@ -356,6 +379,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace]
     "cluster": (_cluster_parser, _cluster),
     "peak": (_peak_parser, _peak),
     "conformance": (_conformance_parser, _conformance),
+    "kernels": (_kernels_parser, _kernels),
 }
 
 
