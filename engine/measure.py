@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import platform
 import select
@@ -362,6 +363,13 @@ def scaled_options(kernel_ms: float, *, runs: int = 30, min_s: float = 0.05, max
     window = min(max_s, max(min_s, runs * run_s))
     warmup = int(min(200, max(2, -(-warmup_s // run_s))))
     return {"min_time_s": window / 3, "min_runs": 3, "warmup": warmup, "rounds": 3}
+
+
+def round_spread(m: Measurement) -> float:
+    """How far a measurement's independent rounds disagree: the |log| range of their medians
+    (0 with one round). A label's reliability: what careful labelling re-measures on."""
+    r = [x for x in m.round_medians_ms if x and x > 0]
+    return float(math.log(max(r) / min(r))) if len(r) >= 2 else 0.0
 
 
 def summarize(times_s: list[float]) -> Summary:

@@ -40,6 +40,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--size", choices=list(FLOP_BUDGET), default="small")
     g.add_argument("--min-time", type=A.nonneg_seconds, default=0.05, help="minimum timed seconds per schedule")
     g.add_argument("--timeout", type=A.positive_seconds, default=20.0, help="seconds before a schedule's job is killed")
+    g.add_argument("--careful", action="store_true", help="re-measure each label with a window scaled to the kernel (about 3x the time)")
     g.add_argument("--json", action="store_true")
     t = sub.add_parser("train", help="train the GNN, Halide-style and TVM-style models from the database")
     t.add_argument("--db", help="SQLite file or .jsonl.gz dataset")
@@ -50,6 +51,13 @@ def register(subparsers: Any) -> None:
     t.add_argument("--rounds", type=A.positive_int, default=300, help="LightGBM boosting rounds")
     t.add_argument("--target", choices=["log", "relative"], default="log", help="log run time, or log time relative to its pipeline")
     t.add_argument("--rank-weight", type=A.nonneg_float, default=0.0, help="weight of the pairwise ranking loss (torch models)")
+    t.add_argument("--list-weight", type=A.nonneg_float, default=0.0, help="weight of the listwise (ListNet) ranking loss (GNN)")
+    t.add_argument("--loss", choices=["mse", "adams", "mse+adams"], default="mse", help="GNN loss: log squared error, Adams2019's, or both")
+    t.add_argument(
+        "--gnn-options", type=A.names_in(("relative", "structure", "attention", "readout"), "GNN option"), default=None,
+        help="comma list: relative (producer vs consumer edge features), structure (containment/inlining edges), attention, readout",
+    )  # fmt: skip
+    t.add_argument("--seeds", type=A.int_in(1, 100), default=1, help="train each model with this many seeds on the same split (eval: mean and spread)")
     t.add_argument("--holdout-pipelines", type=A.holdout_fraction, default=0.2)
     t.add_argument("--holdout-schedules", type=A.holdout_fraction, default=0.2)
     t.add_argument("--seed", type=A.seed, default=0)
@@ -166,7 +174,7 @@ def _generate(args: argparse.Namespace) -> int:
         res = generate(
             _db(args), args.pipelines, args.per_pipeline, args.seed, workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
             size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout},
-            progress=progress, runner=runner,
+            progress=progress, runner=runner, careful=args.careful,
         )  # fmt: skip
     finally:
         if runner is not None:
@@ -182,7 +190,8 @@ def _train(args: argparse.Namespace) -> int:
 
     res = train_all(
         _db(args), args.out, models=A.split(args.models) or [], epochs=args.epochs, batch=args.batch,
-        rounds=args.rounds, target=args.target, rank_weight=args.rank_weight, holdout_pipelines=args.holdout_pipelines,
+        rounds=args.rounds, target=args.target, rank_weight=args.rank_weight, list_weight=args.list_weight, loss=args.loss,
+        gnn_options=dict.fromkeys(A.split(args.gnn_options) or [], True), seeds=args.seeds, holdout_pipelines=args.holdout_pipelines,
         holdout_schedules=args.holdout_schedules, seed=args.seed, threads=args.threads, log=_err,
     )  # fmt: skip
     text = f"trained {', '.join(res['models'])} on {res['train']} samples ({res['pipelines']} pipelines); saved to {res['out']}"
@@ -266,8 +275,17 @@ def _eval(args: argparse.Namespace) -> int:
         if name == "chosen":
             lines.append(f"default model written to {d}/default.json: {m}")
             continue
-        cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
-        lines.append(f"{name:<10}{cells}")
+        if "seeds" in m:  # mean ± std over the seeds
+            sd = m["seeds"]
+            cells = "".join(
+                f"{_fmt(sd[c]['mean']) + '±' + _fmt(sd[c]['std']) + ' [' + _fmt(sd['seen_pipelines'][c]['mean']) + ']':>22}"
+                if c in sd else f"{_fmt(m[c]):>22}"
+                for c in cols
+            )  # fmt: skip
+            lines.append(f"{name:<10}{cells}  ({len(sd['seeds'])} seeds)")
+        else:
+            cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
+            lines.append(f"{name:<10}{cells}")
     print_result(args, res, "\n".join(lines))
     return 0
 

@@ -17,9 +17,11 @@ a pipeline of the same name.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import random
+import statistics
 import sys
 import threading
 import time
@@ -36,7 +38,7 @@ from .. import api, zoo
 from ..database import Database
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
-from ..measure import MeasureRunner, Runner, default_threads
+from ..measure import Measurement, MeasureRunner, Runner, default_threads, round_spread, scaled_options
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
@@ -147,6 +149,28 @@ def candidates(p: Pipeline, seed: int) -> Iterator[Schedule]:
         yield s
 
 
+CAREFUL_REMEASURE = 0.05  # |log| disagreement of a careful label's rounds that earns a second measurement
+
+
+def careful_label(p: Pipeline, s: Schedule, runner: MeasureRunner, db: Database, first: Measurement, job: dict[str, Any]) -> Measurement:
+    """A careful label for (p, s), from the quick `first` measurement: measured again with a
+    window and warm-up scaled to the kernel and 3 inner rounds (measure.scaled_options), and
+    once more when those rounds disagree by over CAREFUL_REMEASURE; the label is then the
+    median of both, with all their round medians (its spread). Stored over the quick one."""
+    opts = {**job, **scaled_options(float(first.median_ms or 0.0))}
+    m = api.measure(p, s, runner, db, force=True, **opts)
+    if not (m.ok and m.verified and m.median_ms) or round_spread(m) <= CAREFUL_REMEASURE:
+        return m
+    again = api.measure(p, s, runner, db, force=True, **opts)
+    if not (again.ok and again.verified and again.median_ms):
+        return again
+    both = dataclasses.replace(
+        again, median_ms=statistics.median([m.median_ms, again.median_ms]), round_medians_ms=m.round_medians_ms + again.round_medians_ms
+    )
+    db.record(both)
+    return both
+
+
 @dataclass
 class _Ctx:
     db_path: Path
@@ -158,6 +182,7 @@ class _Ctx:
     runners: list[MeasureRunner]
     lock: threading.Lock
     shared: MeasureRunner | None = None  # one runner for every thread (a cluster's), else one Runner each
+    careful: bool = False  # labels re-measured with a window scaled to the kernel (see careful_label)
 
     def runner_db(self) -> tuple[MeasureRunner, Database]:
         if not hasattr(self.local, "runner"):
@@ -190,6 +215,8 @@ def _one_pipeline(ctx: _Ctx, p: Pipeline, origin: str, pseed: int) -> Counter:
             stats["known_failures"] += 1
             continue
         m = api.measure(p, s, runner, db, **ctx.job)
+        if ctx.careful and m.ok and m.verified and not m.cached and m.median_ms:
+            m = careful_label(p, s, runner, db, m, ctx.job)
         if not (m.ok and m.verified):
             stats["failed"] += 1
             continue
@@ -215,6 +242,7 @@ def generate(
     job_options: dict[str, Any] | None = None,
     progress: Callable[[int, int, dict[str, int]], None] | None = None,
     runner: MeasureRunner | None = None,
+    careful: bool = False,
 ) -> dict[str, Any]:
     """Measure `per_pipeline` schedules of each dataset pipeline into the database at `db_path`.
 
@@ -223,12 +251,14 @@ def generate(
     cores divided among the workers). Parallel workers share the machine, so their timings
     disturb each other: use 1 worker for the cleanest data. With `runner` (a cluster's,
     engine/cluster; the caller closes it) the `workers` threads all send their jobs through
-    it, with its threads; each result is stored as it arrives either way."""
+    it, with its threads; each result is stored as it arrives either way. `careful`: each new
+    label is re-measured as `careful_label` says (about 3x the time; the labels' noise
+    ceiling, `costmodel noise --protocol careful`, is higher)."""
     t0 = time.time()
     pipes = dataset_pipelines(n_pipelines, seed, with_zoo, max_stages, size)
     ctx = _Ctx(
         Path(db_path), per_pipeline, seed, runner.threads if runner else threads or max(1, default_threads() // max(1, workers)),
-        {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(), runner,
+        {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(), runner, careful,
     )  # fmt: skip
     total: Counter = Counter()
     try:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..database import Database
 from ..ir import Pipeline
-from ..measure import Job, Measurement, MeasureRunner, scaled_options
+from ..measure import Job, Measurement, MeasureRunner, round_spread, scaled_options
 from ..schedule import Schedule
 from .dataset import JOB_OPTIONS
 from .evaluate import mean_kendall_tau
@@ -79,10 +79,7 @@ class Label:
     jobs: int
 
 
-def spread_of(m: Measurement) -> float:
-    """The |log| range of a measurement's round medians (0 with one round)."""
-    r = [x for x in m.round_medians_ms if x and x > 0]
-    return float(math.log(max(r) / min(r))) if len(r) >= 2 else 0.0
+spread_of = round_spread  # the |log| range of a measurement's round medians (0 with one round)
 
 
 class LabelError(RuntimeError):

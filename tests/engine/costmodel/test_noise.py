@@ -8,8 +8,11 @@ import statistics
 
 import pytest
 
+from engine import api
 from engine.costmodel import noise as N
+from engine.costmodel.dataset import JOB_OPTIONS, careful_label
 from engine.database import Database
+from engine.ir import Pipeline
 from engine.measure import Job, Measurement, scaled_options
 from engine.ops import Builder
 from engine.sampler import sample_schedule
@@ -43,7 +46,9 @@ class FakeRunner:
         sigma = self.sigma * (4 if key in self.noisy else 1)
         rounds = [self.true_ms(key) * math.exp(self.rng.gauss(0, sigma)) for _ in range(max(1, job.rounds))]
         med = statistics.median(rounds)
-        return Measurement("blur", "ph", key, True, True, median_ms=med, iqr_ms=0.0, round_medians_ms=rounds, host=self.host)
+        p = Pipeline.from_json(job.pipeline)
+        env = {"host": self.host, "target": self.target, "threads": self.threads}
+        return Measurement(p.name, p.content_hash(), key, True, True, median_ms=med, iqr_ms=0.0, round_medians_ms=rounds, **env)
 
     def close(self) -> None:
         pass
@@ -141,3 +146,18 @@ def test_report_saved_and_read_back(tmp_path, items):
     path = N.save_report(rep, tmp_path / "noise.json")
     assert N.last_ceiling("fake host", "fake-target", "baseline", path) == pytest.approx(rep.overall["kendall_tau"])
     assert N.last_ceiling("other host", "fake-target", "baseline", path) is None  # another machine's ceiling is not this one's
+
+
+def test_careful_dataset_label_is_stored_over_the_quick_one(tmp_path, items):
+    it = items[0]
+    runner = FakeRunner(0.3, frozenset({it.key[1]}))  # its rounds disagree: measured twice more
+    with Database(tmp_path / "d.sqlite") as db:
+        first = api.measure(it.pipeline, it.schedule, runner, db, **JOB_OPTIONS)
+        got = careful_label(it.pipeline, it.schedule, runner, db, first, JOB_OPTIONS)
+        assert len(runner.jobs) == 3 and [j.rounds for j in runner.jobs] == [1, 3, 3]
+        assert len(got.round_medians_ms) == 6 and got.median_ms != first.median_ms
+        stored = db.lookup(it.key[0], it.key[1], runner.target, runner.host, runner.threads)
+        assert stored is not None and stored.median_ms == got.median_ms and len(stored.round_medians_ms) == 6
+        steady = FakeRunner(0.0)
+        m = careful_label(it.pipeline, it.schedule, steady, db, first, JOB_OPTIONS)
+        assert len(steady.jobs) == 1 and m.median_ms == pytest.approx(FakeRunner.true_ms(it.key[1]))  # steady: one more job
