@@ -57,7 +57,9 @@ def register(subparsers: Any) -> None:
         "--gnn-options", type=A.names_in(("relative", "structure", "attention", "readout"), "GNN option"), default=None,
         help="comma list: relative (producer vs consumer edge features), structure (containment/inlining edges), attention, readout",
     )  # fmt: skip
-    t.add_argument("--seeds", type=A.int_in(1, 100), default=1, help="train each model with this many seeds on the same split (eval: mean and spread)")
+    t.add_argument(
+        "--seeds", type=A.int_in(1, 100), default=1, help="train each model with this many seeds on the same split (eval: mean and spread)"
+    )
     t.add_argument("--holdout-pipelines", type=A.holdout_fraction, default=0.2)
     t.add_argument("--holdout-schedules", type=A.holdout_fraction, default=0.2)
     t.add_argument("--seed", type=A.seed, default=0)
@@ -152,10 +154,10 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if args.costmodel == "train-value":
-            return _train_value(args)
         if args.costmodel in HOST_COMMANDS:
             return HOST_COMMANDS[args.costmodel](args)
+        if args.costmodel == "train-value":
+            return _train_value(args)
         return {"generate": _generate, "train": _train, "eval": _eval, "export": _export, "calibrate": _calibrate}[args.costmodel](args)
     except (ValueError, FileNotFoundError) as exc:  # DatasetFileError is a ValueError
         raise api.InputError(str(exc)) from None

@@ -148,9 +148,34 @@ def held_out(samples: Sequence[Sample], split_info: dict[str, Any]) -> tuple[lis
     return unseen, seen
 
 
+METRICS = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret")
+
+
+def _spread(values: Sequence[float | None]) -> dict[str, Any]:
+    """mean, std (n - 1; 0 for one value), min, max and the values of one metric over seeds."""
+    v = np.array([np.nan if x is None else x for x in values], float)
+    if np.isnan(v).all():
+        return {"mean": None, "std": None, "min": None, "max": None, "values": list(values)}
+    std = float(np.nanstd(v, ddof=1)) if np.count_nonzero(~np.isnan(v)) > 1 else 0.0
+    return {"mean": float(np.nanmean(v)), "std": std, "min": float(np.nanmin(v)), "max": float(np.nanmax(v)), "values": v.tolist()}
+
+
+def seed_summary(per_seed: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
+    """Every metric's mean and spread over the seeds' results ({seed: evaluate_models' entry of
+    one model}), on held-out pipelines and (`seen_pipelines`) on held-out schedules."""
+    runs = list(per_seed.values())
+    return {
+        "seeds": list(per_seed),
+        **{k: _spread([r[k] for r in runs]) for k in METRICS},
+        "seen_pipelines": {k: _spread([r["seen_pipelines"][k] for r in runs]) for k in METRICS},
+    }
+
+
 def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = True) -> dict[str, dict[str, Any]]:
-    """Metrics of the models saved in `model_dir` on the test sets recorded beside them."""
-    from .train import load_models  # noqa: PLC0415
+    """Metrics of the models saved in `model_dir` on the test sets recorded beside them. When
+    they were trained with several seeds (split.json's `seeds`), each model's entry also has
+    `seeds`: every metric's mean, std, min and max over the seeds (its own metrics are the first seed's)."""
+    from .train import load_models, seed_dirs  # noqa: PLC0415
 
     d = Path(model_dir)
     info = read_json(d / "split.json")
@@ -158,6 +183,11 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
     samples = load(db_path, target=target, host=host, threads=threads)
     unseen, seen = held_out(samples, info)
     res = evaluate_models(load_models(d), unseen, seen)
+    dirs = seed_dirs(d, info)
+    if len(dirs) > 1:
+        per_seed = {k: res if sd == d else evaluate_models(load_models(sd), unseen, seen) for k, sd in dirs.items()}
+        for name in res:
+            res[name]["seeds"] = seed_summary({k: r[name] for k, r in per_seed.items() if name in r})
     if with_analytic and (unseen or seen):
         pu, ps = _analytic(db_path, [unseen, seen])
         res["analytic"] = {**_score(pu, unseen, True), "seen_pipelines": _score(ps, seen, True)}

@@ -68,32 +68,130 @@ class GraphBatch:
     n_graphs: int
     y: Tensor  # [G] target (log ms), NaN when unknown
     group: Tensor  # [G] pipeline id, for pairwise ranking
+    # The schedule's structure beyond producer -> consumer (see `structure_edges`): [2, S]
+    # global node ids and [S, N_STRUCTURE] one-hot edge kinds; and per flow edge the
+    # producer's schedule relative to its consumer's ([E, N_RELATIVE], see `relative_edge_features`).
+    sedge_index: Tensor | None = None
+    sedge_kind: Tensor | None = None
+    relative: Tensor | None = None
 
 
 class Normalizer(nn.Module):
-    """Feature standardization fitted on training nodes; saved with the model's weights."""
+    """Feature standardization fitted on training nodes; saved with the model's weights.
+    With `n_relative` > 0 the batches also carry the schedule-structure edges and the
+    relative edge features (standardized too): what the structured GNN reads."""
 
     x_mean: Tensor  # buffers, registered in __init__ (declared for the type checker)
     x_std: Tensor
     e_mean: Tensor
     e_std: Tensor
+    r_mean: Tensor  # only with n_relative > 0
+    r_std: Tensor
 
-    def __init__(self, n_node: int, n_edge: int) -> None:
+    def __init__(self, n_node: int, n_edge: int, n_relative: int = 0) -> None:
         super().__init__()
-        for k, n in (("x", n_node), ("e", n_edge)):
+        self.n_relative = n_relative
+        for k, n in (("x", n_node), ("e", n_edge)) + ((("r", n_relative),) if n_relative else ()):
             self.register_buffer(f"{k}_mean", torch.zeros(n))
             self.register_buffer(f"{k}_std", torch.ones(n))
 
     def fit(self, samples: Sequence[Sample]) -> None:
         x = np.concatenate([s.nodes for s in samples])
         e = np.concatenate([s.edges for s in samples]) if any(len(s.edges) for s in samples) else np.zeros((1, self.e_mean.numel()))
-        for k, a in (("x", x), ("e", e)):
+        arrays = [("x", x), ("e", e)]
+        if self.n_relative:
+            r = np.concatenate([relative_edge_features(s) for s in samples])
+            arrays.append(("r", r if len(r) else np.zeros((1, self.n_relative))))
+        for k, a in arrays:
             getattr(self, f"{k}_mean").copy_(torch.from_numpy(a.mean(0)))
             getattr(self, f"{k}_std").copy_(torch.from_numpy(np.maximum(a.std(0), 1e-3)))
 
 
+# --- what the structured GNN sees beyond the per-stage rows ------------------------------------
+# Per flow edge: the producer's schedule relative to its consumer's (differences of the stored
+# log1p values: log ratios), which no per-stage model can see. The first is the one the issue
+# names: the producer's tile (points per production) relative to its consumer's.
+RELATIVE = (
+    "points_per_production", "productions", "points_total", "bytes_at_production", "bytes_at_realization",
+    "innermost_bytes_at_production", "compute_depth", "store_depth", "vector_size", "inner_parallelism", "working_set",
+)  # fmt: skip
+_REL_IDX = np.array([F.INDEX[k] for k in RELATIVE])
+N_RELATIVE = len(RELATIVE) + 2  # + the producer's region against what one consumer production / iteration reads
+# Structure edges: a stage inside a consumer that is itself inside another (containment two
+# levels or more up), two stages computed inside the same consumer (siblings: they share its
+# loops and its cache), and a stage inlined through a chain of inlined stages into the first
+# stage that is not inlined (where its work really runs).
+STRUCTURE = ("contained_in", "sibling", "inlined_into")
+N_STRUCTURE = len(STRUCTURE)
+
+
+def relative_edge_features(s: Sample) -> np.ndarray:
+    """[E, N_RELATIVE] float32, per producer -> consumer edge of `s`."""
+    src, dst = s.edge_index
+    if not len(src):
+        return np.zeros((0, N_RELATIVE), np.float32)
+    x = s.nodes.astype(np.float32)
+    d = x[src][:, _REL_IDX] - x[dst][:, _REL_IDX]
+    prod_bytes = x[src, F.INDEX["bytes_at_production"]]
+    e = s.edges
+    extra = np.stack(
+        [
+            prod_bytes - e[:, F.EDGE_INDEX["bytes_per_consumer_realization"]],
+            prod_bytes - e[:, F.EDGE_INDEX["bytes_per_consumer_iteration"]],
+        ],
+        1,
+    )
+    both = (e[:, F.EDGE_INDEX["producer_inline"]] < 0.5) & (e[:, F.EDGE_INDEX["consumer_inline"]] < 0.5)
+    return (np.concatenate([d, extra], 1) * both[:, None]).astype(np.float32)  # 0 where either is inlined (no tile)
+
+
+def structure_edges(s: Sample) -> tuple[np.ndarray, np.ndarray]:
+    """([2, S] node index pairs, [S] kind index into STRUCTURE) of `s`'s schedule, derived from
+    its edge features (producer_at_consumer, producer_inline): the containment and inlining
+    relations, beyond the direct producer -> consumer edges the flow messages already use."""
+    src, dst = s.edge_index
+    e = s.edges
+    at = e[:, F.EDGE_INDEX["producer_at_consumer"]] > 0.5
+    inl = e[:, F.EDGE_INDEX["producer_inline"]] > 0.5
+    parent: dict[int, int] = {}
+    for a, b in zip(src[at].tolist(), dst[at].tolist()):
+        parent.setdefault(a, b)
+    into: dict[int, list[int]] = {}
+    for a, b in zip(src[inl].tolist(), dst[inl].tolist()):
+        into.setdefault(a, []).append(b)
+    pairs: list[tuple[int, int, int]] = []
+    for a, b in parent.items():  # ancestors two levels up and beyond
+        seen = {a, b}
+        c = parent.get(b)
+        while c is not None and c not in seen:
+            pairs.append((a, c, 0))
+            seen.add(c)
+            c = parent.get(c)
+    kids: dict[int, list[int]] = {}
+    for a, b in parent.items():
+        kids.setdefault(b, []).append(a)
+    for ks in kids.values():
+        pairs += [(a, b, 1) for a in ks for b in ks if a != b]
+    for a, direct in into.items():  # follow inlined consumers to the stages the work lands in
+        stack, seen = [c for c in direct if c in into], set(direct)
+        while stack:
+            c = stack.pop()
+            for d in into[c]:
+                if d not in seen:
+                    seen.add(d)
+                    if d in into:
+                        stack.append(d)
+                    else:
+                        pairs.append((a, d, 2))
+    if not pairs:
+        return np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
+    arr = np.array(pairs, np.int64)
+    return arr[:, :2].T.copy(), arr[:, 2].copy()
+
+
 def collate(samples: Sequence[Sample], norm: Normalizer, targets: np.ndarray | None = None) -> GraphBatch:
     xs, eis, eas, gs, cs = [], [], [], [], []
+    rel, sei, sek = [], [], []
     off = 0
     for k, s in enumerate(samples):
         xs.append(s.nodes)
@@ -101,17 +199,28 @@ def collate(samples: Sequence[Sample], norm: Normalizer, targets: np.ndarray | N
         eas.append(s.edges)
         gs.append(np.full(len(s.nodes), k))
         cs.append(s.costed)
+        if norm.n_relative:
+            rel.append(relative_edge_features(s))
+            ix, kind = structure_edges(s)
+            sei.append(ix + off)
+            sek.append(kind)
         off += len(s.nodes)
     x = (torch.from_numpy(np.concatenate(xs)).float() - norm.x_mean) / norm.x_std
     ea = torch.from_numpy(np.concatenate(eas)).float().reshape(-1, F.N_EDGE_FEATURES)
     ea = (ea - norm.e_mean) / norm.e_std
     groups: dict[str, int] = {}
     y = targets if targets is not None else np.full(len(samples), np.nan)
-    return GraphBatch(
+    b = GraphBatch(
         x, torch.from_numpy(np.concatenate(eis, axis=1)).long(), ea, torch.from_numpy(np.concatenate(gs)).long(),
         torch.from_numpy(np.concatenate(cs)), len(samples), torch.as_tensor(y, dtype=torch.float32),
         torch.tensor([groups.setdefault(s.pipeline_hash, len(groups)) for s in samples]),
     )  # fmt: skip
+    if norm.n_relative:
+        r = torch.from_numpy(np.concatenate(rel)).float().reshape(-1, norm.n_relative)
+        b.relative = (r - norm.r_mean) / norm.r_std
+        b.sedge_index = torch.from_numpy(np.concatenate(sei, axis=1)).long()
+        b.sedge_kind = nn.functional.one_hot(torch.from_numpy(np.concatenate(sek)).long(), N_STRUCTURE).float()
+    return b
 
 
 def segment_logsumexp(v: Tensor, seg: Tensor, n: int) -> Tensor:
@@ -140,18 +249,33 @@ class CostNet(nn.Module):
         raise NotImplementedError
 
 
+def segment_softmax(logit: Tensor, seg: Tensor, n: int) -> Tensor:
+    """Softmax of `logit` [M] within each segment (receiver) of `seg` [M]."""
+    mx = torch.full((n,), -1e30, dtype=logit.dtype).scatter_reduce(0, seg, logit.detach(), "amax", include_self=True)
+    w = torch.exp(logit - mx[seg])
+    return w / torch.zeros(n, dtype=logit.dtype).index_add(0, seg, w)[seg]
+
+
 class MessagePassing(nn.Module):
     """One round: messages producer -> consumer and consumer -> producer (each computed
-    from the sender's state and the edge's features, averaged per receiver), then a
-    residual update of every node."""
+    from the sender's state and the edge's features, averaged per receiver, or with
+    `attention` weighted by a softmax over the receiver's neighbours), then a residual update
+    of every node. With `structure` a third message runs along the schedule's structure
+    edges (containment, siblings, inlining: `structure_edges`), both ways."""
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, attention: bool = False, structure: bool = False, n_edge: int | None = None) -> None:
         super().__init__()
-        self.fwd, self.bwd = _mlp(2 * hidden, hidden, hidden), _mlp(2 * hidden, hidden, hidden)
-        self.update = _mlp(3 * hidden, hidden, hidden)
+        ne = hidden if n_edge is None else n_edge
+        self.fwd, self.bwd = _mlp(hidden + ne, hidden, hidden), _mlp(hidden + ne, hidden, hidden)
+        self.attention, self.structure = attention, structure
+        if attention:
+            self.att_fwd, self.att_bwd = nn.Linear(2 * hidden, 1), nn.Linear(2 * hidden, 1)
+        if structure:
+            self.sfwd, self.sbwd = _mlp(hidden + N_STRUCTURE, hidden, hidden), _mlp(hidden + N_STRUCTURE, hidden, hidden)
+        self.update = _mlp((5 if structure else 3) * hidden, hidden, hidden)
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: Tensor, edge_index: Tensor, e: Tensor) -> Tensor:
+    def forward(self, h: Tensor, edge_index: Tensor, e: Tensor, b: GraphBatch | None = None) -> Tensor:
         src, dst = edge_index
         n = h.shape[0]
 
@@ -159,22 +283,59 @@ class MessagePassing(nn.Module):
             deg = torch.zeros(n).index_add(0, idx, torch.ones(len(idx))).clamp(min=1)
             return torch.zeros(n, msg.shape[1]).index_add(0, idx, msg) / deg[:, None]
 
-        to_consumer = mean_at(dst, self.fwd(torch.cat([h[src], e], 1)))
-        to_producer = mean_at(src, self.bwd(torch.cat([h[dst], e], 1)))
-        return self.norm(h + self.update(torch.cat([h, to_consumer, to_producer], 1)))
+        def attend(idx: Tensor, msg: Tensor, att: nn.Module) -> Tensor:
+            w = segment_softmax(att(torch.cat([h[idx], msg], 1)).squeeze(1), idx, n)
+            return torch.zeros(n, msg.shape[1]).index_add(0, idx, msg * w[:, None])
+
+        mf, mb = self.fwd(torch.cat([h[src], e], 1)), self.bwd(torch.cat([h[dst], e], 1))
+        if self.attention:
+            parts = [h, attend(dst, mf, self.att_fwd), attend(src, mb, self.att_bwd)]
+        else:
+            parts = [h, mean_at(dst, mf), mean_at(src, mb)]
+        if self.structure:
+            assert b is not None and b.sedge_index is not None and b.sedge_kind is not None, "structure edges need a structured batch"
+            ss, sd = b.sedge_index
+            parts += [
+                mean_at(sd, self.sfwd(torch.cat([h[ss], b.sedge_kind], 1))),
+                mean_at(ss, self.sbwd(torch.cat([h[sd], b.sedge_kind], 1))),
+            ]
+        return self.norm(h + self.update(torch.cat(parts, 1)))
+
+
+# The options of the structured GNN (StageCostNet's keyword arguments), saved in gnn.json.
+# Every one off is the original GNN (flow messages only, mean aggregation, sum readout).
+GNN_OPTIONS = ("relative", "structure", "attention", "readout")
 
 
 class StageCostNet(CostNet):
     """Node encoder, `layers` rounds of message passing, per-stage log-cost head.
-    With layers=0 it is a per-stage MLP (the Halide-style baseline uses its own class)."""
+    With layers=0 it is a per-stage MLP (the Halide-style baseline uses its own class).
 
-    def __init__(self, hidden: int = 64, layers: int = 3) -> None:
+    Options (each measured in README's "GNN" section): `relative` adds to each flow edge the
+    producer's schedule relative to its consumer's (`relative_edge_features`); `structure`
+    passes messages along containment / sibling / inlining edges too; `attention` weighs
+    neighbours' messages by a learned softmax instead of a mean; `readout` adds a
+    graph-level term (an MLP of the mean and max of the costed stages' states) to every
+    stage's log cost: a whole-pipeline factor (threads, caches) the sum of stages misses."""
+
+    def __init__(
+        self, hidden: int = 64, layers: int = 3, *, relative: bool = False, structure: bool = False,
+        attention: bool = False, readout: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.norm = Normalizer(F.N_FEATURES, F.N_EDGE_FEATURES)
+        self.options = {"relative": relative, "structure": structure, "attention": attention, "readout": readout}
+        self.norm = Normalizer(F.N_FEATURES, F.N_EDGE_FEATURES, N_RELATIVE if (relative or structure) else 0)
         self.enc = _mlp(F.N_FEATURES, hidden, hidden)
-        self.edge_enc = _mlp(F.N_EDGE_FEATURES, hidden, hidden)
-        self.layers = nn.ModuleList(MessagePassing(hidden) for _ in range(layers))
+        self.edge_enc = _mlp(F.N_EDGE_FEATURES + (N_RELATIVE if relative else 0), hidden, hidden)
+        self.layers = nn.ModuleList(MessagePassing(hidden, attention, structure) for _ in range(layers))
         self.head = _mlp(hidden, hidden, 1)
+        if readout:
+            self.readout = _mlp(2 * hidden, hidden, 1)
+            last = self.readout[-1]
+            assert isinstance(last, nn.Linear)
+            with torch.no_grad():  # starts as the plain sum
+                last.weight.zero_()
+                last.bias.zero_()
 
     @staticmethod
     def base_ms(s: Sample) -> float:
@@ -186,13 +347,26 @@ class StageCostNet(CostNet):
         scales with the work and the bytes, so predictions follow it to sizes the training
         data never reached; the network learns what it gets wrong."""
         h = torch.relu(self.enc(b.x))
-        e = torch.relu(self.edge_enc(b.edge_attr))
+        ea = b.edge_attr
+        if self.options["relative"]:
+            assert b.relative is not None, "relative edge features need a structured batch"
+            ea = torch.cat([ea, b.relative], 1)
+        e = torch.relu(self.edge_enc(ea))
         for layer in self.layers:
-            h = layer(h, b.edge_index, e)
+            h = layer(h, b.edge_index, e, b)
         k = F.INDEX["analytic_ns"]
         raw = b.x[:, k] * self.norm.x_std[k] + self.norm.x_mean[k]  # log1p(ns), as stored
         base = torch.log(torch.expm1(raw).clamp(min=1e-3)) - math.log(1e6)
-        return torch.where(b.costed, self.head(h).squeeze(1) + base, torch.full_like(h[:, 0], MASKED))
+        c = self.head(h).squeeze(1) + base
+        if self.options["readout"]:
+            w = b.costed.float()[:, None]
+            cnt = torch.zeros(b.n_graphs).index_add(0, b.graph, w[:, 0]).clamp(min=1)
+            mean = torch.zeros(b.n_graphs, h.shape[1]).index_add(0, b.graph, h * w) / cnt[:, None]
+            mx = torch.full((b.n_graphs, h.shape[1]), -1e4).scatter_reduce(
+                0, b.graph[:, None].expand_as(h), torch.where(w > 0, h, torch.full_like(h, -1e4)), "amax", include_self=True
+            )
+            c = c + self.readout(torch.cat([mean, mx.clamp(min=-10)], 1)).squeeze(1)[b.graph]
+        return torch.where(b.costed, c, torch.full_like(h[:, 0], MASKED))
 
     def forward(self, b: GraphBatch) -> tuple[Tensor, Tensor]:
         """(per-stage log cost [N], log total per graph [G])."""
@@ -234,6 +408,28 @@ def pairwise_loss(pred: Tensor, y: Tensor, group: Tensor) -> Tensor:
     return nn.functional.softplus(diff[same]).mean()
 
 
+def adams_loss(pred: Tensor, y: Tensor, group: Tensor) -> Tensor:
+    """Adams et al. 2019's loss (Halide's autoscheduler): the squared error of throughput
+    relative to the best measured schedule of the same pipeline, (t_best / p_i - t_best / t_i)^2:
+    errors on the fast schedules (the ones a search keeps) weigh most, on slow ones little."""
+    n = int(group.max()) + 1 if len(group) else 0
+    best = torch.full((n,), math.inf).scatter_reduce(0, group, y, "amin", include_self=True)[group]
+    return ((torch.exp(best - pred) - torch.exp(best - y)) ** 2).mean()
+
+
+def listwise_loss(pred: Tensor, y: Tensor, group: Tensor) -> Tensor:
+    """ListNet within each pipeline: cross-entropy between the softmax of the measured and of
+    the predicted negative log times (which schedule is fastest, softly); groups of one give 0."""
+    n = int(group.max()) + 1 if len(group) else 0
+    p_true = segment_softmax(-y, group, n)
+    log_p = -pred - segment_logsumexp(-pred, group, n)[group]
+    size = torch.zeros(n).index_add(0, group, torch.ones(len(group)))[group]
+    return -(p_true * log_p * (size > 1)).sum() / max(1, int((torch.bincount(group) > 1).sum()))
+
+
+LOSSES = ("mse", "adams", "mse+adams")
+
+
 def fit_net(
     net: CostNet,
     train: Sequence[Sample],
@@ -242,12 +438,22 @@ def fit_net(
     lr: float = 2e-3,
     batch: int = 64,
     rank_weight: float = 0.0,
+    list_weight: float = 0.0,
+    loss: str = "mse",
+    per_group: int = 8,
     target: str = "log",
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Train a network whose forward(GraphBatch) returns (stage costs, log totals) and whose
-    `base_ms(sample)` is what its per-stage head output is a log factor of."""
+    `base_ms(sample)` is what its per-stage head output is a log factor of.
+
+    `loss`: 'mse' (squared error of the log time), 'adams' (`adams_loss`) or both summed;
+    plus `rank_weight` x the pairwise (`pairwise_loss`) and `list_weight` x the listwise
+    (`listwise_loss`) ranking losses within a pipeline. Batches hold chunks of `per_group`
+    schedules of one pipeline, so every pipeline-relative loss has company to compare with."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
     torch.manual_seed(seed)
     rng = random.Random(seed)
     norm = net.norm
@@ -260,7 +466,7 @@ def fit_net(
         last.bias.fill_(float(np.mean(y - np.log(np.maximum(base, 1e-9)))))
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs))
-    data = [collate([train[i] for i in idx], norm, y[idx]) for idx in _batches(train, batch, 8, rng)]
+    data = [collate([train[i] for i in idx], norm, y[idx]) for idx in _batches(train, batch, per_group, rng)]
     losses = []
     net.train()
     for ep in range(epochs):
@@ -268,14 +474,20 @@ def fit_net(
         total = 0.0
         for b in data:
             _, pred = net(b)
-            loss = nn.functional.mse_loss(pred, b.y)
+            value = pred.sum() * 0
+            if loss != "adams":
+                value = value + nn.functional.mse_loss(pred, b.y)
+            if loss != "mse":
+                value = value + adams_loss(pred, b.y, b.group)
             if rank_weight:
-                loss = loss + rank_weight * pairwise_loss(pred, b.y, b.group)
+                value = value + rank_weight * pairwise_loss(pred, b.y, b.group)
+            if list_weight:
+                value = value + list_weight * listwise_loss(pred, b.y, b.group)
             opt.zero_grad()
-            loss.backward()
+            value.backward()
             nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
-            total += loss.detach().item() * b.n_graphs
+            total += value.detach().item() * b.n_graphs
         sched.step()
         losses.append(total / len(train))
         if log is not None and (ep % 10 == 0 or ep == epochs - 1):
@@ -344,13 +556,32 @@ def load_torch(directory: str | Path, stem: str, make: Callable[[dict[str, Any]]
 GNN_NAME = "GNN cost model (learned prediction)"
 
 
-def train_gnn(train: Sequence[Sample], hidden: int = 64, layers: int = 3, **fit: Any) -> tuple[TorchCostModel, dict[str, Any]]:
+def train_gnn(
+    train: Sequence[Sample], hidden: int = 64, layers: int = 3, options: dict[str, bool] | None = None, **fit: Any
+) -> tuple[TorchCostModel, dict[str, Any]]:
+    """The GNN with `options` (GNN_OPTIONS: all off unless given) trained by `fit_net(**fit)`."""
+    opts = {k: bool((options or {}).get(k, False)) for k in GNN_OPTIONS}
+    unknown = set(options or {}) - set(GNN_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown GNN options {sorted(unknown)} (choose from {', '.join(GNN_OPTIONS)})")
     torch.manual_seed(fit.get("seed", 0))  # the initial weights too
-    net = StageCostNet(hidden, layers)
+    net = StageCostNet(hidden, layers, **opts)
     stats = fit_net(net, train, **fit)
-    cfg = {"kind": "gnn", "hidden": hidden, "layers": layers, "target": fit.get("target", "log"), "log_range": stats["log_range"]}
+    cfg = {
+        "kind": "gnn", "hidden": hidden, "layers": layers, **opts, "target": fit.get("target", "log"),
+        "loss": fit.get("loss", "mse"), "rank_weight": fit.get("rank_weight", 0.0), "list_weight": fit.get("list_weight", 0.0),
+        "log_range": stats["log_range"],
+    }  # fmt: skip
     return TorchCostModel(net, GNN_NAME, cfg), stats
 
 
 def load_gnn(directory: str | Path) -> TorchCostModel:
-    return load_torch(directory, "gnn", lambda c: StageCostNet(c["hidden"], c["layers"]))
+    """The saved GNN; a file from before the options were recorded is the original GNN (all off)."""
+
+    def make(c: dict[str, Any]) -> StageCostNet:
+        opts = {k: c.get(k, False) for k in GNN_OPTIONS}
+        if not all(isinstance(v, bool) for v in opts.values()):
+            raise ValueError(f"GNN options must be true or false, got {opts}")
+        return StageCostNet(int(c["hidden"]), int(c["layers"]), **opts)
+
+    return load_torch(directory, "gnn", make)
