@@ -213,8 +213,8 @@ def tune(
             if ms is not None and (tu.best_ms is None or ms < tu.best_ms):
                 tu.best, tu.best_ms = s, ms
                 res.best_ms, res.best_from = ms, src
-                if db is not None:
-                    records.save(db, tasks[i].key, where, tasks[i].signature, ms, res.trials + res.resumed_trials, s)
+            if db is not None and tu.best_ms is not None:  # after every trial: the count is part of the record
+                records.save(db, tasks[i].key, where, tasks[i].signature, tu.best_ms, res.trials + res.resumed_trials, tu.best)
             est = estimate()
             if est is not None:
                 curve.append((time.monotonic() - t0, done, est))
