@@ -158,6 +158,16 @@ class LoopNest:
         a chain of inlined stages): with the pipeline, they fix its effective expressions."""
         return self.context.closure[stage]
 
+    def stored_inside(self, stage: str) -> list[str]:
+        """The stages computed at `stage`'s loops or stored there (their buffers live inside
+        its loops), in stage order."""
+        return self.context.stored_in().get(stage, [])
+
+    def effective_consumers(self, stage: str) -> list[str]:
+        """The non-inlined stages that read `stage`, directly or through inlined stages, in
+        stage order."""
+        return self.context.effective_consumers(stage)
+
     def stage_key(self, stage: str) -> Hashable:
         """A key that is equal for two nests of the same pipeline when everything this model
         says about `stage` is: its placement and loops (with those of the stages it is
@@ -826,15 +836,15 @@ class _Nest:
         if k is None:
             pl = self.pl
             if pl[name].compute == "inline":
-                k = ("inline", tuple((c, pl[c].points_total, self.closure[c]) for c in self._effective_consumers(name)))
+                k = ("inline", tuple((c, pl[c].points_total, self.closure[c]) for c in self.effective_consumers(name)))
             else:
                 atme = tuple((d, pl[d].at[1], self.closure[d]) for d in self.at_of.get(name, ()))  # type: ignore[index]
-                stored = tuple((q, pl[q].allocation) for q in self._stored_in().get(name, ()))
+                stored = tuple((q, pl[q].allocation) for q in self.stored_in().get(name, ()))
                 k = (self.pid[name], self.closure[name], atme, stored)
             self._keys[name] = k
         return k
 
-    def _stored_in(self) -> dict[str, list[str]]:
+    def stored_in(self) -> dict[str, list[str]]:
         """Consumer -> the stages computed at its loops or stored there (their buffers live in them)."""
         if self._stored is None:
             self._stored = {}
@@ -843,7 +853,7 @@ class _Nest:
                     self._stored.setdefault((qp.store or qp.at)[0], []).append(q)  # type: ignore[index]
         return self._stored
 
-    def _effective_consumers(self, name: str) -> list[str]:
+    def effective_consumers(self, name: str) -> list[str]:
         """Non-inlined stages that read `name` through inlined stages, in stage order."""
         out: set[str] = set()
         todo = list(self.c.consumers[name])

@@ -275,10 +275,10 @@ def _site(nest: LoopNest, name: str, store: bool) -> tuple[int, int, int]:
 def _inlined_calls(nest: LoopNest, name: str) -> float:
     p, pls = nest.pipeline, nest.placements
     total = 0.0
-    for c, cpl in pls.items():
-        # Only a stage that reads it through inlined stages calls it (the others add 0).
-        if cpl.compute == "inline" or name not in nest.inline_closure(c):
-            continue
+    # Only a stage that reads it through inlined stages calls it (the others add 0): its
+    # effective consumers, in stage order as the sum always ran.
+    for c in nest.effective_consumers(name):
+        cpl = pls[c]
         cs = p.stage(c)
         n_val = nest.effective_access_counts(cs.value, keep=name).get(name, 0)
         n_upd = 0
@@ -372,9 +372,7 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
     f["unique_bytes_read_per_realization"] = per_real * BYTES_PER_ELEMENT
     f["unique_bytes_read_per_iteration"] = per_iter * BYTES_PER_ELEMENT
     f["bytes_read_total"] = per_real * BYTES_PER_ELEMENT * productions
-    inside = sum(
-        math.prod(q.allocation) for q in nest.placements.values() if q.compute == "at" and (q.store or q.at or ("", ""))[0] == name
-    )
+    inside = sum(math.prod(nest.placements[q].allocation) for q in nest.stored_inside(name))
     f["working_set"] = (region + inside) * BYTES_PER_ELEMENT
     along = vec if vec is not None else inner
     dim = next((pt.dim for pt in along.parts if pt.stride == 1), along.parts[0].dim if along.parts else None)
