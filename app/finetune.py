@@ -44,7 +44,7 @@ class LineState:
 
     @property
     def text(self) -> str:
-        return self.line.text + (f" · {self.note}: Fine-tune on My Measurements adapts it" if self.note else "")
+        return self.line.text + (f" · {self.note}: Fine-tune adapts it" if self.note else "")
 
 
 def compute_line(db_path: str, threads: int) -> LineState:

@@ -468,7 +468,8 @@ def sample_of_item(it: Any) -> Sample:
 def host_note(choice: Any, env: Environment) -> str:
     """What to tell the user about the model in use (`costmodel.default_choice()`) on `env`'s
     machine: "" when it was trained or fine-tuned here (or is the analytic estimate), else
-    which machine it comes from."""
+    which machine it comes from, briefly (the target features that machine had and this one
+    lacks, e.g. "with avx512, avx512_cannonlake, …")."""
     if choice.source == "analytic":
         return ""
     d = Path(choice.source)
@@ -482,4 +483,7 @@ def host_note(choice: Any, env: Environment) -> str:
     other = Environment.of(trained)
     if other.same_machine(env):
         return ""
-    return f"the model was trained on another machine ({other.describe()}); this one is {env.describe()}"
+    mine, theirs = set(env.target.split("-")), other.target.split("-")
+    extra = [f for f in theirs if f not in mine and not f.startswith("tune_")]
+    what = f"with {', '.join(extra[:2])}{', …' if len(extra) > 2 else ''}" if extra else other.host
+    return f"trained on another machine ({what})"
