@@ -77,6 +77,7 @@ class Label:
     ms: float
     spread: float
     jobs: int
+    min_ms: float = 0.0  # the fastest single run: interference on a shared machine only ever slows a run
 
 
 spread_of = round_spread  # the |log| range of a measurement's round medians (0 with one round)
@@ -97,16 +98,17 @@ def label(runner: MeasureRunner, p: Pipeline, s: Schedule, protocol: Protocol) -
     """Measure (p, s) under `protocol` (fresh: nothing is read from or written to a database)."""
     if not protocol.scaled:
         m = _run(runner, p, s, protocol.options)
-        return Label(float(m.median_ms or 0.0), spread_of(m), 1)
+        return Label(float(m.median_ms or 0.0), spread_of(m), 1, float(m.min_ms or m.median_ms or 0.0))
     probe = _run(runner, p, s, {**protocol.options, **PROBE})  # compiles; the worker keeps it compiled for the next job
     opts = {**protocol.options, **scaled_options(float(probe.median_ms or 0.0))}
     m = _run(runner, p, s, opts)
-    ms, spread, jobs = [float(m.median_ms or 0.0)], spread_of(m), 2
+    ms, spread, jobs, fastest = [float(m.median_ms or 0.0)], spread_of(m), 2, float(m.min_ms or m.median_ms or 0.0)
     if protocol.remeasure_above and spread > protocol.remeasure_above:
         again = _run(runner, p, s, opts)
         ms.append(float(again.median_ms or 0.0))
         spread, jobs = max(spread, spread_of(again), abs(math.log(ms[1] / ms[0]))), 3
-    return Label(statistics.median(ms), spread, jobs)
+        fastest = min(fastest, float(again.min_ms or again.median_ms or 0.0))
+    return Label(statistics.median(ms), spread, jobs, fastest)
 
 
 # --- the ceiling ------------------------------------------------------------------------------
@@ -210,6 +212,7 @@ class NoiseReport:
     failed: list[str]
     jobs: int
     seconds: float
+    fastest: dict[str, Any] = field(default_factory=dict)  # the same ceiling with each label's fastest run instead of its median
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +253,7 @@ def estimate(
     a = [labels[0][it.key].ms for it in both]
     b = [labels[1][it.key].ms for it in both]
     groups = [it.key[0] for it in both]
+    fastest = ceiling([labels[0][it.key].min_ms for it in both], [labels[1][it.key].min_ms for it in both], groups)
     classes: dict[str, dict[str, Any]] = {}
     for _, name in SIZE_CLASSES:
         ix = [k for k, it in enumerate(both) if size_class(it.stored_ms) == name]
@@ -259,6 +263,7 @@ def estimate(
         {
             "pipeline": it.pipeline.name, "pipeline_hash": it.key[0], "schedule_hash": it.key[1], "stored_ms": it.stored_ms,
             "round_ms": [labels[0][it.key].ms, labels[1][it.key].ms],
+            "round_min_ms": [labels[0][it.key].min_ms, labels[1][it.key].min_ms],
             "spread": [labels[0][it.key].spread, labels[1][it.key].spread],
         }
         for it in both
@@ -266,7 +271,7 @@ def estimate(
     jobs = sum(lb.jobs for rnd in labels for lb in rnd.values())
     return NoiseReport(
         protocol.name, runner.host, runner.target, runner.threads, ceiling(a, b, groups), classes, samples, failed, jobs,
-        round(time.time() - t0, 1),
+        round(time.time() - t0, 1), fastest,
     )  # fmt: skip
 
 
