@@ -361,6 +361,15 @@ OP_REFS: dict[str, Callable[..., np.ndarray]] = {
     "upsample_nearest": lambda a, axis, factor, **_: np.repeat(a, factor, axis=axis),
     "expand": lambda a, shape, **_: np.broadcast_to(a, shape),
     "gather_data": _gather_data,
+    # comparisons and logic as 0/1 values (frontends/onnx_ops.py _compare)
+    "equal": lambda a, b, **_: (a == b).astype(np.float64),
+    "less": lambda a, b, **_: (a < b).astype(np.float64),
+    "greater": lambda a, b, **_: (a > b).astype(np.float64),
+    "lessorequal": lambda a, b, **_: (a <= b).astype(np.float64),
+    "greaterorequal": lambda a, b, **_: (a >= b).astype(np.float64),
+    "not": lambda a, **_: (a == 0).astype(np.float64),
+    "and": lambda a, b, **_: ((a != 0) & (b != 0)).astype(np.float64),
+    "or": lambda a, b, **_: ((a != 0) | (b != 0)).astype(np.float64),
     "where": _where,
     "tile": lambda a, repeats, **_: np.tile(a, repeats),
 }

@@ -34,7 +34,7 @@ from .common import (
     sanitize,
     write_weights,
 )
-from .onnx_ops import HANDLERS, Ctx, Node
+from .onnx_ops import HANDLERS, SEQUENCE_OPS, Ctx, Node
 
 # ONNX element types a graph input may have (numpy names): float32 is the IR's own; the
 # others are carried in float32 buffers (see import_onnx).
@@ -43,27 +43,37 @@ INPUT_TYPES = {1: "float32", 10: "float16", 11: "float64", 2: "uint8", 3: "int8"
 SHAPE_SLOTS = {
     "Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4),
     "Pad": (1, 2, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
-    "ReduceMin": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "OneHot": (1,),
+    "ReduceMin": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "OneHot": (1,), "SplitToSequence": (1,),
+    "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,),
 }  # fmt: skip
 # Ops whose output depends only on the input's (static) shape: constant even on data.
 SHAPE_OPS = ("Shape", "Size")
 # Never folded: their value is not a function of their inputs.
 NONDETERMINISTIC = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+NEVER_FOLDED = frozenset(NONDETERMINISTIC) | SEQUENCE_OPS  # sequences are lists of values, resolved by their handlers
 SMALL_INITIALIZER = 4096  # elements: larger initializers are weights, not shape arithmetic
 _MISSING = object()  # an output a handler did not produce (e.g. a pooling's Indices)
 _POISON = object()  # downstream of an unsupported node: skipped, not reported again
 
 
-def import_onnx(path: str | Path, weights_dir: str | Path | None = None, input_values: dict[str, np.ndarray] | None = None) -> ImportResult:
+def import_onnx(
+    path: str | Path,
+    weights_dir: str | Path | None = None,
+    input_values: dict[str, np.ndarray] | None = None,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> ImportResult:
     """Import an .onnx file; weights go to an .npz in `weights_dir` (default: the user cache).
 
     `input_values` fixes graph inputs to given values (constants of the pipeline): an input
     that gives a shape (Expand's, Reshape's: `shape_inputs`) must be fixed, since the IR's
-    shapes are static. Integer inputs otherwise are data, carried as float32 values (exact
+    shapes are static. `input_shapes` gives inputs with dynamic dimensions a static shape
+    (the model is imported at that shape). Integer inputs otherwise are data, carried as float32 values (exact
     below 2**24); float64 / float16 inputs are computed in float32 (both reported)."""
     t0 = time.perf_counter()
     path = Path(path).expanduser().resolve()
     model, model_sha, light = _load(path)
+    if input_shapes:
+        _set_input_shapes(model, light, input_shapes, path)
     graph = model.graph
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     types = _infer(light, path)
@@ -152,6 +162,22 @@ def import_onnx(path: str | Path, weights_dir: str | Path | None = None, input_v
     return ImportResult(pipeline, report)
 
 
+def _set_input_shapes(model: Any, light: Any, shapes: dict[str, tuple[int, ...]], path: Path) -> None:
+    """Static shapes for graph inputs (in the loaded model and the one shape inference reads)."""
+    for g in {id(model.graph): model.graph, id(light.graph): light.graph}.values():
+        by_name = {vi.name: vi for vi in g.input}
+        for name, shape in shapes.items():
+            if name not in by_name:
+                raise ModelImportError(f"{path}: input_shapes names {name!r}, which is not a graph input")
+            dims = by_name[name].type.tensor_type.shape.dim
+            if len(dims) != len(shape):
+                raise ModelImportError(f"{path}: input_shapes gives {name!r} rank {len(shape)}; the model declares rank {len(dims)}")
+            for d, n in zip(dims, shape):
+                if d.HasField("dim_value") and d.dim_value != n:
+                    raise ModelImportError(f"{path}: input_shapes gives {name!r} shape {list(shape)}; the model fixes a size {d.dim_value}")
+                d.dim_value = int(n)
+
+
 def shape_inputs(model: Any) -> list[str]:
     """Graph inputs (not initializers) that some node reads as a shape or axes: their values
     must be given (`import_onnx(input_values=...)`), the IR's shapes being static."""
@@ -186,7 +212,7 @@ def _walk(
             outs = [_POISON] * len(node.outputs)
         elif any(v is _POISON for v in ins):
             outs = [_POISON] * len(node.outputs)
-        elif node.op in SHAPE_OPS or all(v is None or isinstance(v, np.ndarray) for v in ins) and node.op not in NONDETERMINISTIC:
+        elif node.op in SHAPE_OPS or all(v is None or isinstance(v, np.ndarray) for v in ins) and node.op not in NEVER_FOLDED:
             try:
                 outs = _fold(node, ins, em, opset)
                 folded[node.op] += 1
@@ -215,8 +241,9 @@ def _walk(
 
 # Operators whose result on integer values is the same integer computed in float32 (exactly,
 # below 2**24): integer data may flow through these only.
-INTEGER_EXACT = frozenset(
-    "Identity Add Sub Mul Neg Abs Relu Max Min Sum Sign Concat Gather Squeeze Unsqueeze Reshape Transpose Flatten Slice Expand "
+# A sequence op moves tensors around; SequenceLength counts them (a constant).
+INTEGER_EXACT = SEQUENCE_OPS | frozenset(
+    "Identity Dropout Add Sub Mul Neg Abs Relu Max Min Sum Sign Concat Gather Squeeze Unsqueeze Reshape Transpose Flatten Slice Expand "
     "Tile Pad Split ReduceSum ReduceMax ReduceMin Where Cast Equal Less Greater LessOrEqual GreaterOrEqual Not And Or".split()
 )
 
@@ -403,7 +430,7 @@ def _unmapped(nodes: list[Node], consts: set[str]) -> dict[int, dict[str, str]]:
     """Nodes (by id) that are neither constant nor of a mapped type, with their report entry."""
     bad = {}
     for node in nodes:
-        const = node.op in SHAPE_OPS or (node.op not in NONDETERMINISTIC and all(not i or i in consts for i in node.inputs))
+        const = node.op in SHAPE_OPS or (node.op not in NEVER_FOLDED and all(not i or i in consts for i in node.inputs))
         if const:
             consts.update(node.outputs)
         elif node.domain not in ("", "ai.onnx") or node.op not in HANDLERS:

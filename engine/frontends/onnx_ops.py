@@ -558,8 +558,13 @@ def _gather(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
             em.index_ranges[ins[1]] = [-n, n]
         return [em.b.gather_data(em.name(cx.hint), em.tensor(ins[0], f"{cx.hint}_table"), axis, ins[1])]
     idx = cx.const(ins[1], "Gather indices")
-    if idx.ndim > 1:
-        raise Unsupported("Gather with multi-dimensional indices")
+    if idx.ndim > 1:  # gathered flat, then the index axes unflattened (views)
+        em = cx.em
+        shape = em.shape(ins[0])
+        axis = axis_index(int(node.attrs.get("axis", 0)), len(shape))
+        flat = em.b.gather(em.b.fresh(f"{em.name(cx.hint)}_flat"), em.tensor(ins[0]), axis, ints(idx))
+        em.note_view("Gather", cx.hint)
+        return [em.reshape(flat, (*shape[:axis], *idx.shape, *shape[axis + 1 :]), cx.hint, "Reshape")]
     indices: int | list[int] = int(idx) if idx.ndim == 0 else ints(idx)
     if isinstance(indices, int) and len(cx.em.shape(ins[0])) == 1:
         raise Unsupported("Gather of one element of a 1-D tensor gives a rank-0 tensor, which the IR does not have")
@@ -634,16 +639,21 @@ def _einsum(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         raise Unsupported(f"Einsum {eq!r}: an output label appears in no operand")
     batch = [c for c in out if c in ta and c in tb]
     contract = [c for c in ta if c in tb and c not in out]
+    xs = list(ins)
+    for k, (t, other) in enumerate(((ta, tb), (tb, ta))):  # a label of one operand only, not in the output: summed first
+        summed = [j for j, c in enumerate(t) if c not in other and c not in out]
+        if summed:
+            xs[k] = em.b.reduce(em.b.fresh(f"{em.name(cx.hint)}_sum{k}"), em.tensor(xs[k]), summed, "sum", False)
+            t = "".join(c for c in t if c in other or c in out)
+            ta, tb = (t, tb) if k == 0 else (ta, t)
     free_a = [c for c in ta if c not in tb]
     free_b = [c for c in tb if c not in ta]
-    if any(c not in out for c in free_a + free_b):
-        raise Unsupported(f"Einsum {eq!r} sums a label of one operand only")
     if any(size[c] != n for t, sh in zip(terms, shapes) for c, n in zip(t, sh)):
         raise Unsupported(f"Einsum {eq!r}: a label's sizes differ between operands (broadcast)")
     prod = lambda cs: math.prod(size[c] for c in cs)
-    a = em.transpose(ins[0], [ta.index(c) for c in batch + free_a + contract], f"{cx.hint}_a")
+    a = em.transpose(xs[0], [ta.index(c) for c in batch + free_a + contract], f"{cx.hint}_a")
     a = em.reshape(a, (*[size[c] for c in batch], prod(free_a), prod(contract)), f"{cx.hint}_a3", "Reshape")
-    b = em.transpose(ins[1], [tb.index(c) for c in batch + contract + free_b], f"{cx.hint}_b")
+    b = em.transpose(xs[1], [tb.index(c) for c in batch + contract + free_b], f"{cx.hint}_b")
     b = em.reshape(b, (*[size[c] for c in batch], prod(contract), prod(free_b)), f"{cx.hint}_b3", "Reshape")
     mm = em.matmul(a, b, f"{cx.hint}_mm")
     got = batch + free_a + free_b
@@ -772,3 +782,79 @@ def _resize(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         xt = em.transpose(x, perm, f"{hint}_t")
         x = em.transpose(em.matmul(xt, np.ascontiguousarray(m.T), hint), back, f"{hint}_back")
     return [x]
+
+
+# --- sequences (resolved at import: positions are constants) -----------------------------------
+class Seq(list[Any]):
+    """A tensor sequence value: the list of its tensors' values (no pipeline object)."""
+
+
+SEQUENCE_OPS = frozenset(
+    "SequenceEmpty SequenceConstruct SequenceInsert SequenceErase SequenceAt SequenceLength SplitToSequence ConcatFromSequence".split()
+)
+
+
+def _position(cx: Ctx, v: Value | None, n: int, default: int, what: str, inclusive: bool = False) -> int:
+    if v is None:
+        return default
+    k = int(cx.const(v, what).reshape(-1)[0])
+    hi = n + 1 if inclusive else n
+    if not -n <= k < hi:
+        raise ValueError(f"{what} {k} is out of range for a sequence of {n}")
+    return k + n if k < 0 else k
+
+
+def _seq(v: Any, node: Node) -> Seq:
+    if not isinstance(v, Seq):
+        raise ValueError(f"{node.op} reads {node.inputs[0]!r}, which is not a sequence")
+    return v
+
+
+@handles(*SEQUENCE_OPS)
+def _sequence(cx: Ctx, node: Node, ins: list[Any]) -> list[Any]:
+    em, op = cx.em, node.op
+    opt = lambda k: ins[k] if len(ins) > k else None
+    if op == "SequenceEmpty":
+        return [Seq()]
+    if op == "SequenceConstruct":
+        return [Seq(ins)]
+    if op == "SplitToSequence":
+        shape = em.shape(ins[0])
+        axis = axis_index(int(node.attrs.get("axis", 0)), len(shape))
+        split = opt(1)
+        if split is None:
+            parts = [em.slice(ins[0], [axis], [k], [k + 1], [1], f"{cx.hint}_{k}") for k in range(shape[axis])]
+            if not int(node.attrs.get("keepdims", 1)):
+                drop = (*shape[:axis], *shape[axis + 1 :]) or (1,)
+                parts = [em.reshape(p, drop, f"{cx.hint}_{k}_sq", "Squeeze") for k, p in enumerate(parts)]
+            return [Seq(parts)]
+        sizes = ints(cx.const(split, "SplitToSequence split"))
+        if len(sizes) == 1 and np.ndim(split) == 0:  # one chunk size: equal chunks, the last smaller
+            sizes = [min(sizes[0], shape[axis] - k) for k in range(0, shape[axis], sizes[0])]
+        starts = np.cumsum([0, *sizes[:-1]])
+        return [Seq(em.slice(ins[0], [axis], [int(b)], [int(b) + n], [1], f"{cx.hint}_{k}") for k, (b, n) in enumerate(zip(starts, sizes)))]
+    seq = _seq(ins[0], node)
+    if op == "SequenceLength":
+        return [np.array(len(seq), dtype=np.int64)]
+    if op == "SequenceAt":
+        return [seq[_position(cx, ins[1], len(seq), 0, "SequenceAt position")]]
+    if op == "SequenceInsert":
+        k = _position(cx, opt(2), len(seq), len(seq), "SequenceInsert position", inclusive=True)
+        return [Seq([*seq[:k], ins[1], *seq[k:]])]
+    if op == "SequenceErase":
+        if not seq:
+            raise ValueError("SequenceErase of an empty sequence")
+        k = _position(cx, opt(1), len(seq), len(seq) - 1, "SequenceErase position")
+        return [Seq([*seq[:k], *seq[k + 1 :]])]
+    # ConcatFromSequence
+    if not seq:
+        raise ValueError("ConcatFromSequence of an empty sequence")
+    rank = len(em.shape(seq[0]))
+    if int(node.attrs.get("new_axis", 0)):
+        axis = axis_index(int(node.attrs["axis"]), rank, inclusive=True)
+        seq = Seq(
+            em.reshape(v, (*em.shape(v)[:axis], 1, *em.shape(v)[axis:]), f"{cx.hint}_{k}_unsq", "Unsqueeze") for k, v in enumerate(seq)
+        )
+    else:
+        axis = axis_index(int(node.attrs["axis"]), rank)
+    return [em.concat(list(seq), axis, cx.hint)]

@@ -26,8 +26,9 @@ def arr(*shape, lo=-1.0, hi=1.0):
     return RNG.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-def make(tmp_path, nodes, inputs, inits=None, opset=17, outputs=("y",), name="m"):
-    """A model from nodes; output types come from ONNX shape inference."""
+def make(tmp_path, nodes, inputs, inits=None, opset=17, outputs=("y",), name="m", out_shape=None):
+    """A model from nodes; output types come from ONNX shape inference (or `out_shape`, for the
+    one output, where inference cannot know it: a shape computed by folded nodes)."""
     graph = helper.make_graph(
         nodes,
         "g",
@@ -39,7 +40,10 @@ def make(tmp_path, nodes, inputs, inits=None, opset=17, outputs=("y",), name="m"
     model.ir_version = 8
     inferred = onnx.shape_inference.infer_shapes(model)
     del model.graph.output[:]
-    model.graph.output.extend(inferred.graph.output)
+    if out_shape is not None:
+        model.graph.output.append(helper.make_tensor_value_info(outputs[0], TensorProto.FLOAT, out_shape))
+    else:
+        model.graph.output.extend(inferred.graph.output)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
     return path
@@ -152,6 +156,122 @@ CASES = {
     "expand": single("Expand", [("x", [3, 1])], {"s": np.array([2, 3, 4])}),
     "gather_scalar": single("Gather", [("x", [3, 4, 5])], {"i": np.array(2)}, axis=1),
     "gather_list": single("Gather", [("x", [3, 4, 5])], {"i": np.array([3, 0, 0, -1])}, axis=2),
+    # issue 14 item 4: the operators real models have, each against ONNX Runtime
+    "lrn": single("LRN", [("x", [1, 6, 4, 5])], size=3, alpha=2e-2, beta=0.6, bias=1.5),
+    "lrn_size5": single("LRN", [("x", [2, 7, 3, 3])], size=5),
+    "prelu_channels": single("PRelu", [("x", [2, 3, 4, 4])], {"s": arr(3, 1, 1)}),
+    "selu": single("Selu", [("x", [3, 4])], alpha=1.5, gamma=1.2),
+    "sign": single("Sign", [("x", [3, 4])]),
+    "shrink": single("Shrink", [("x", [3, 4])], lambd=0.3, bias=0.1),
+    "softsign": single("Softsign", [("x", [3, 4])]),
+    "tile": single("Tile", [("x", [2, 3])], {"r": np.array([2, 3])}),
+    "where_const_cond": (
+        [helper.make_node("Where", ["c", "a", "b"], ["y"])],
+        [("a", [2, 3])],
+        {"c": np.array([[True, False, True]]), "b": np.array(0.5, np.float32)},
+        17,
+    ),
+    "where_computed_cond": (
+        [helper.make_node("Greater", ["a", "b"], ["c"]), helper.make_node("Where", ["c", "a", "b"], ["y"])],
+        [("a", [2, 3, 4]), ("b", [3, 1])],
+        {},
+        17,
+    ),
+    "cast_to_float_and_range": (
+        [
+            helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+            helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["xf", "rf"], ["y"]),
+        ],
+        [("x", [3, 4])],
+        {"start": np.array(1, np.int64), "limit": np.array(9, np.int64), "delta": np.array(2, np.int64)},
+        17,
+    ),
+    "expand_const_shape": single("Expand", [("x", [1, 3, 1])], {"s": np.array([2, 1, 4])}),
+    "einsum_attention_scores": single("Einsum", [("q", [2, 3, 5, 4]), ("k", [2, 3, 6, 4])], equation="bhqd,bhkd->bhqk"),
+    "einsum_attention_values": single("Einsum", [("p", [2, 3, 5, 6]), ("v", [2, 3, 6, 4])], equation="bhqk,bhkd->bhqd"),
+    "einsum_linear_const": single("Einsum", [("x", [2, 5, 4])], {"w": arr(4, 3)}, equation="bij,jk->bik"),
+    "einsum_ellipsis_transpose_out": single("Einsum", [("a", [2, 3, 4]), ("b", [4, 5])], equation="...ij,jk->...ki"),
+    "einsum_one_operand_sum": single("Einsum", [("a", [2, 3, 4])], equation="ijk->ki"),
+    "einsum_sums_a_label_of_one_operand": single("Einsum", [("a", [2, 3, 4]), ("b", [4, 5])], equation="bij,jk->bk"),
+    "resize_nearest_scales": single(
+        "Resize",
+        [("x", [1, 2, 3, 4])],
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        opset=13,
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    ),
+    "resize_linear_half_pixel": single(
+        "Resize",
+        [("x", [1, 2, 3, 4])],
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 1.5, 2.5], np.float32)},
+        opset=13,
+        mode="linear",
+    ),
+    "resize_linear_align_corners_sizes": single(
+        "Resize",
+        [("x", [1, 2, 4, 4])],
+        {"roi": np.zeros(0, np.float32), "sc": np.zeros(0, np.float32), "sz": np.array([1, 2, 7, 3])},
+        opset=13,
+        mode="linear",
+        coordinate_transformation_mode="align_corners",
+    ),
+    "resize_cubic": single(
+        "Resize",
+        [("x", [1, 1, 4, 5])],
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 1.6], np.float32)},
+        opset=13,
+        mode="cubic",
+    ),
+    "resize_nearest_half_pixel_round": single(
+        "Resize",
+        [("x", [1, 2, 5, 3])],
+        {"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 0.6, 1.7], np.float32)},
+        opset=13,
+        mode="nearest",
+    ),
+    "instance_norm": single("InstanceNormalization", [("x", [2, 3, 4, 5])], {"s": arr(3), "b": arr(3)}, epsilon=1e-3),
+    "conv_3d": single("Conv", [("x", [1, 2, 5, 6, 4])], {"W": arr(3, 2, 3, 2, 3), "B": arr(3)}, pads=[1, 0, 1, 0, 1, 1], strides=[2, 1, 1]),
+    "conv_3d_groups_dilated": single("Conv", [("x", [1, 4, 5, 5, 5])], {"W": arr(4, 2, 2, 2, 2)}, group=2, dilations=[2, 1, 2]),
+    "maxpool_3d": single("MaxPool", [("x", [1, 2, 5, 6, 5])], kernel_shape=[2, 3, 2], strides=[2, 2, 1], pads=[0, 1, 1, 1, 1, 0]),
+    "avgpool_3d_ceil": single("AveragePool", [("x", [1, 2, 5, 5, 6])], kernel_shape=[3, 2, 3], strides=[2, 2, 2], ceil_mode=1),
+    "maxpool_1d": single("MaxPool", [("x", [2, 3, 11])], kernel_shape=[3], strides=[2], pads=[1, 1], dilations=[2]),
+    "avgpool_1d_pad": single("AveragePool", [("x", [1, 3, 9])], kernel_shape=[4], strides=[3], pads=[2, 1], count_include_pad=1),
+    "gather_2d_const_indices": single("Gather", [("x", [5, 4])], {"i": np.array([[0, 4], [-1, 2]])}, axis=0),
+    # older opset forms (ONNX Runtime runs opset 7 onward)
+    "unsqueeze_axes_attr_opset9": single("Unsqueeze", [("x", [3, 4])], opset=9, axes=[0, 3]),
+    "split_attr_opset11": (
+        [helper.make_node("Split", ["x"], ["p", "q"], axis=1, split=[2, 4]), helper.make_node("ReduceSum", ["q"], ["y"], axes=[1])],
+        [("x", [2, 6])],
+        {},
+        11,
+    ),
+    "pad_attrs_opset10": single("Pad", [("x", [1, 2, 3, 3])], opset=10, pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="reflect"),
+    "reduce_max_axes_attr_opset11": single("ReduceMax", [("x", [2, 3, 4])], opset=11, axes=[0, 2], keepdims=0),
+    "batchnorm_opset7_spatial": single(
+        "BatchNormalization",
+        [("x", [2, 3, 4, 4])],
+        {"g": arr(3), "b": arr(3), "m": arr(3), "v": arr(3, lo=0.5, hi=2.0)},
+        opset=7,
+        spatial=1,
+    ),
+    "batchnorm_opset9": single(
+        "BatchNormalization", [("x", [2, 3, 5])], {"g": arr(3), "b": arr(3), "m": arr(3), "v": arr(3, lo=0.5, hi=2.0)}, opset=9
+    ),
+    "dropout_opset7_ratio": single("Dropout", [("x", [2, 3])], opset=7, ratio=0.3),
+    "dropout_opset12_mask_unused": (
+        [helper.make_node("Dropout", ["x", "r"], ["d", "mask"]), helper.make_node("Relu", ["d"], ["y"])],
+        [("x", [2, 3])],
+        {"r": np.array(0.2, np.float32)},
+        12,
+    ),
+    "upsample_opset7_attr": single("Upsample", [("x", [1, 2, 3, 3])], opset=7, scales=[1.0, 1.0, 2.0, 3.0], mode="nearest"),
+    "upsample_opset9_linear": single("Upsample", [("x", [1, 2, 3, 4])], {"sc": np.array([1, 1, 2, 2], np.float32)}, opset=9, mode="linear"),
+    "resize_opset10": single("Resize", [("x", [1, 2, 3, 3])], {"sc": np.array([1, 1, 2, 2], np.float32)}, opset=10, mode="nearest"),
+    "clip_opset11_inputs": single("Clip", [("a", [3, 4])], {"lo": np.array(-0.2, np.float32)}, opset=11),
 }
 
 
@@ -318,4 +438,159 @@ def test_views_compose_into_affine_indices(tmp_path):
 
     (stage,) = res.pipeline.stages
     assert format_expr(stage.value) == "max(x_(y, c * 4 + x), 0.0)"
+    run_verified(res)
+
+
+def typed_model(tmp_path, nodes, inputs, inits=None, opset=17, name="typed", out_shape=None, outputs=("y",)):
+    """Like make(), with an element type per input: (name, shape, TensorProto type)."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, t, s) for n, s, t in inputs]
+        + [  # before IR version 4 every initializer is a graph input too
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.shape(v))
+            for n, v in (inits or {}).items()
+            if opset < 7
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in (inits or {}).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8 if opset >= 7 else 3
+    inferred = onnx.shape_inference.infer_shapes(model)
+    del model.graph.output[:]
+    if out_shape is not None:
+        model.graph.output.append(helper.make_tensor_value_info(outputs[0], TensorProto.FLOAT, out_shape))
+    else:
+        model.graph.output.extend(inferred.graph.output)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_embedding_gather_with_int64_token_ids_against_onnx_runtime(tmp_path):
+    # An embedding lookup: int64 indices are data (negative ones count from the end), the table a weight.
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0), helper.make_node("Relu", ["e"], ["y"])]
+    path = typed_model(tmp_path, nodes, [("ids", [2, 3], TensorProto.INT64)], {"table": arr(7, 4)})
+    res = import_onnx(path, weights_dir=tmp_path)
+    p = res.pipeline
+    assert p.source["input_dtypes"] == {"ids": "int64"} and p.source["index_ranges"] == {"ids": [-7, 7]}
+    ins = R.make_inputs(p, seed=1)
+    assert np.array_equal(ins["ids"], np.round(ins["ids"])) and ins["ids"].min() >= -7 and ins["ids"].max() < 7
+    assert (ins["ids"] < 0).any()  # negative indices are exercised too
+    run_verified(res, check_records=True)
+
+
+def test_scalar_and_integer_data_inputs(tmp_path):
+    nodes = [
+        helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "kf"], ["m"]),
+        helper.make_node("Add", ["m", "s"], ["y"]),
+    ]
+    inputs = [("x", [2, 3], TensorProto.FLOAT), ("k", [2, 3], TensorProto.INT32), ("s", [], TensorProto.FLOAT)]
+    res = import_onnx(typed_model(tmp_path, nodes, inputs), weights_dir=tmp_path)
+    assert res.pipeline.shape_of("s") == (1,) and res.pipeline.source["scalar_inputs"] == ["s"]
+    assert any("input 's' is a scalar" in t for t in res.report.simplifications)
+    run_verified(res)
+
+
+def test_integer_division_of_data_is_unsupported(tmp_path):
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="int_div"), helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)]
+    path = typed_model(tmp_path, nodes, [("a", [3], TensorProto.INT64), ("b", [3], TensorProto.INT64)])
+    with pytest.raises(UnsupportedModelError) as err:
+        import_onnx(path, weights_dir=tmp_path)
+    assert err.value.unsupported[0]["node"] == "int_div" and "integers" in err.value.unsupported[0]["reason"]
+
+
+def test_a_shape_input_is_imported_with_its_given_value(tmp_path):
+    from engine.frontends.onnx_import import shape_inputs
+
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"])]
+    path = typed_model(tmp_path, nodes, [("x", [3, 1], TensorProto.FLOAT), ("shape", [3], TensorProto.INT64)])
+    assert shape_inputs(onnx.load(str(path))) == ["shape"]
+    with pytest.raises(UnsupportedModelError, match="must be a constant"):
+        import_onnx(path, weights_dir=tmp_path)
+    res = import_onnx(path, weights_dir=tmp_path, input_values={"shape": np.array([2, 3, 4])})
+    assert res.pipeline.shape_of(res.pipeline.outputs[0]) == (2, 3, 4)
+    assert res.pipeline.source["fixed_inputs"]["shape"]["value"] == [2, 3, 4]
+    run_verified(res)  # ONNX Runtime is fed the fixed value too
+    with pytest.raises(ModelImportError, match="'nope', which is not a graph input"):
+        import_onnx(path, weights_dir=tmp_path, input_values={"nope": np.array([1])})
+
+
+def opset6_model(tmp_path, axis, b_shape):
+    # Opset 6: Add's broadcast=1 with `axis` aligns b with a's axes from `axis` on; Gemm's C broadcasts.
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["s"], broadcast=1, axis=axis),
+        helper.make_node("Reshape", ["s", "shape"], ["s2"]),
+        helper.make_node("Gemm", ["s2", "w", "c"], ["y"], broadcast=1),
+    ]
+    inits = {"b": arr(*b_shape), "w": arr(12, 2), "c": arr(2), "shape": np.array([2, 12])}
+    path = typed_model(tmp_path, nodes, [("a", [2, 3, 4], TensorProto.FLOAT)], inits, opset=6, out_shape=[2, 2], name=f"op6_{axis}")
+    return path, inits
+
+
+def test_opset6_model_is_verified_by_onnx_reference_when_onnx_runtime_refuses(tmp_path):
+    path, inits = opset6_model(tmp_path, 1, (3, 4))
+    res = import_onnx(path, weights_dir=tmp_path)
+    p = res.pipeline
+    run, v = api.run_once(p, default_schedule(p), seed=2)
+    assert run["method"].startswith("ONNX reference evaluator (onnx.reference)") and "ONNX Runtime cannot run it" in run["method"]
+    assert v.ok, v.message
+    a = run["inputs"][p.inputs[0].name]
+    want = (a + inits["b"]).reshape(2, 12) @ inits["w"] + inits["c"]
+    assert np.allclose(run["outputs"][p.outputs[0]], want, rtol=1e-4, atol=1e-5)
+
+
+def test_opset6_broadcast_axis_aligns_from_the_axis(tmp_path):
+    # b (3,) at axis 1 of a (2, 3, 4): numpy's trailing rule would not even fit (onnx.reference refuses it too).
+    path, inits = opset6_model(tmp_path, 1, (3,))
+    p = import_onnx(path, weights_dir=tmp_path).pipeline
+    a = arr(2, 3, 4)
+    weights = {k: v for k, v in R.make_inputs(p).items() if k != p.inputs[0].name}
+    got = R.evaluate_ops(p, {p.inputs[0].name: a.astype(np.float64), **weights})
+    want = (a + inits["b"].reshape(1, 3, 1)).reshape(2, 12) @ inits["w"] + inits["c"]
+    assert np.allclose(got[p.outputs[0]], want, rtol=1e-5, atol=1e-6)
+
+
+def test_unsqueeze_opset9_axes_on_constants_folds(tmp_path):
+    # DenseNet / Inception-v2 as exported at opset 9: shape arithmetic with Unsqueeze(axes=...) on constants.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n"], ["n1"], axes=[0]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    res = import_onnx(
+        make(tmp_path, nodes, [("x", [2, 3, 4])], {"zero": np.array(0), "minus1": np.array([-1])}, opset=9, out_shape=[2, 12]),
+        weights_dir=tmp_path,
+    )
+    assert any("constant-folded 4 node(s)" in t and "Unsqueeze x1" in t for t in res.report.simplifications)
+    run_verified(res)
+
+
+def test_constant_folding_failure_is_unsupported_with_node_and_op_no_internal_message(tmp_path):
+    nodes = [
+        helper.make_node("Gather", ["c", "bad"], ["g"], name="bad_gather", axis=0),  # index 9 of 3 elements
+        helper.make_node("Add", ["x", "g"], ["y"]),
+    ]
+    path = make(tmp_path, nodes, [("x", [2])], {"c": np.array([1.0, 2.0, 3.0], np.float32), "bad": np.array([9, 0])})
+    with pytest.raises(UnsupportedModelError) as err:
+        import_onnx(path, weights_dir=tmp_path)
+    (u,) = err.value.unsupported
+    assert u["op"] == "Gather" and u["node"] == "bad_gather" and "constant folding failed" in u["reason"]
+    assert "IndexError" not in str(err.value) and "out of bounds" not in str(err.value) and "Traceback" not in str(err.value)
+
+
+def test_unnamed_nodes_are_named_from_their_output_tensors(tmp_path):
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["/layer1/conv1/Conv_output_0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["/layer1/conv1/Conv_output_0"], ["17"]),
+        helper.make_node("Sigmoid", ["17"], ["y"]),
+    ]
+    res = import_onnx(make(tmp_path, nodes, [("x", [1, 2, 5, 5])], {"W": arr(3, 2, 3, 3)}), weights_dir=tmp_path)
+    names = [s.name for s in res.pipeline.stages]
+    assert "layer1_conv1_Conv" in names and "Relu_17" in names
+    assert res.pipeline.source["scopes"]["layer1_conv1_Conv"] == "layer1/conv1"
     run_verified(res)
