@@ -104,20 +104,23 @@ class _Memo:
         self.by_inlined: loopnest.LRU[tuple, bool] = loopnest.LRU(SAMPLER_MEMO)
         self.contexts: loopnest.LRU[tuple, tuple[tuple[int, ...], bool]] = loopnest.LRU(SAMPLER_MEMO)
         self.down = {s.name: tuple(sorted(x for x in p.downstream(s.name) if x in p.stage_map)) for s in p.stages}
+        self.inline_sets: loopnest.LRU[frozenset[str], frozenset[str]] = loopnest.LRU(SAMPLER_MEMO)  # one object per set: keys share it
 
 
 def _memo(p: Pipeline) -> _Memo:
     return loopnest.pipeline_cache(p, "sampler", lambda: _Memo(p))
 
 
-def _inline_set(sched: Schedule) -> frozenset[str]:
-    return frozenset(n for n, ss in sched.stages.items() if ss.compute().kind == Kind.COMPUTE_INLINE)
+def _inline_set(p: Pipeline, sched: Schedule) -> frozenset[str]:
+    got = frozenset(n for n, ss in sched.stages.items() if ss.compute().kind == Kind.COMPUTE_INLINE)
+    shared = _memo(p).inline_sets
+    return shared.get(got) or shared.put(got, got)
 
 
 def _by_inlined(p: Pipeline, sched: Schedule, key: tuple, compute: Callable[[], bool]) -> bool:
     """`compute()`, a function of `key` and of the set of stages `sched` inlines, memoized."""
     memo = _memo(p).by_inlined
-    k = (*key, _inline_set(sched))
+    k = (*key, _inline_set(p, sched))
     hit = memo.get(k)
     return hit if hit is not None else memo.put(k, compute())
 
@@ -398,7 +401,7 @@ def placement_context(p: Pipeline, sched: Schedule, name: str, loc: Location) ->
     (the default), which does not change its region."""
     memo = _memo(p)
     # Exactly what it depends on: the decisions downstream of `name` and the inlined set.
-    key = (name, loc, tuple(sched.stages.get(d) for d in memo.down[name]), _inline_set(sched))
+    key = (name, loc, tuple(sched.stages.get(d) for d in memo.down[name]), _inline_set(p, sched))
     hit = memo.contexts.get(key)
     if hit is None:
         trial = sched.with_stage(name, StageSchedule(location_directives(loc)))

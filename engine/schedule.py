@@ -460,11 +460,12 @@ class _Memo:
     def __init__(self) -> None:
         self.loops: L.LRU[tuple, tuple[L.Loop, ...]] = L.LRU(LOOPS_MEMO)
         self.stages: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # `_validity_key`s that passed
-        self.schedules: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # whole schedules that passed, by their stages
+        self.schedules: L.LRU[tuple, bool] = L.LRU(SCHEDULES_MEMO)  # whole schedules that passed, by their stages
 
 
 LOOPS_MEMO = 20_000  # definitions per pipeline (a loop list is ~0.5 KB)
-VALID_MEMO = 20_000  # stages and schedules per pipeline (a key holds references to shared stage schedules)
+VALID_MEMO = 20_000  # stages per pipeline (a key holds references to shared stage schedules)
+SCHEDULES_MEMO = 5_000  # whole schedules per pipeline (a key is a pointer per stage: ~1 KB on a 139-stage model)
 
 
 def _memo(p: Pipeline) -> _Memo:
@@ -588,9 +589,11 @@ def validate(p: Pipeline, sched: Schedule) -> None:
     change can affect. The checks run in the same order as without the memo, so the first
     error is the same."""
     memo = _memo(p)
-    whole: tuple | None = tuple(sched.stages.items())
+    # The key: each stage's schedule in stage order (None: not mentioned), when every stage
+    # the schedule mentions is the pipeline's (else the loop below says which is not).
+    whole: tuple | None = tuple(map(sched.stages.get, p.stage_map)) if sched.stages.keys() <= p.stage_map.keys() else None
     try:
-        if memo.schedules.get(whole) is not None:  # type: ignore[arg-type]
+        if whole is not None and memo.schedules.get(whole) is not None:
             return
     except TypeError:  # not a Directive in a list (unhashable): check_shapes says which
         whole = None
