@@ -263,8 +263,10 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from ..costmodel import SHIPPED  # noqa: PLC0415
-    from ..costmodel.evaluate import choose, evaluate  # noqa: PLC0415
+    from ..costmodel.evaluate import add_ceiling, choose, evaluate, noise_ceiling  # noqa: PLC0415
     from ..costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
+    from ..costmodel.files import read_json  # noqa: PLC0415
+    from ..costmodel.noise import report_path  # noqa: PLC0415
 
     d = _models_dir(args)
     if args.db is None and Path(d).resolve() == SHIPPED.resolve():
@@ -272,11 +274,18 @@ def _eval(args: argparse.Namespace) -> int:
     res: dict[str, Any] = evaluate(_db(args), d, with_analytic=not args.no_analytic)  # the report: "chosen" is a str
     if args.choose:
         res["chosen"] = choose(res, d)
+    target, host, _ = read_json(Path(d, "split.json"))["environment"]
+    noise = report_path()  # the labels' noise ceiling, when `costmodel noise` has measured one
+    add_ceiling(res, noise_ceiling(read_json(noise), target, host) if noise.exists() else None)
     cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")
     lines = ["held-out pipelines (seen pipelines' held-out schedules in brackets)", f"{'model':<10}" + "".join(f"{c:>22}" for c in cols)]
     for name, m in res.items():
         if name == "chosen":
             lines.append(f"default model written to {d}/default.json: {m}")
+            continue
+        if name == "noise_ceiling":
+            where = "this data's machine" if m["same_environment"] else f"{m['host']} ({m['target']}), not the data's machine"
+            lines.append(f"noise ceiling (two runs of the same schedules): tau {_fmt(m['kendall_tau'])}, measured on {where}")
             continue
         if "seeds" in m:  # mean ± std over the seeds
             sd = m["seeds"]
@@ -285,7 +294,8 @@ def _eval(args: argparse.Namespace) -> int:
                 if c in sd else f"{_fmt(m[c]):>22}"
                 for c in cols
             )  # fmt: skip
-            lines.append(f"{name:<10}{cells}  ({len(sd['seeds'])} seeds)")
+            frac = f", tau {_fmt(sd['tau_of_ceiling'])} of the noise ceiling" if "tau_of_ceiling" in sd else ""
+            lines.append(f"{name:<10}{cells}  ({len(sd['seeds'])} seeds{frac})")
         else:
             cells = "".join(f"{_fmt(m[c]) + ' [' + _fmt(m['seen_pipelines'][c]) + ']':>22}" for c in cols)
             lines.append(f"{name:<10}{cells}")

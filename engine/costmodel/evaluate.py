@@ -194,6 +194,38 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
     return res
 
 
+def noise_ceiling(reports: Mapping[str, Any], target: str, host: str) -> dict[str, Any] | None:
+    """The labels' noise ceiling to report beside the models, from `reports` (what `costmodel
+    noise` keeps, by protocol: engine/costmodel/noise.py): the 'baseline' protocol's (how the
+    dataset's labels were taken), with where it was measured and whether that is the data's
+    environment (`same_environment`: a ceiling of another machine is a reference, not a bound).
+    None when there is none."""
+    rep = reports.get("baseline")
+    overall = rep.get("overall") if isinstance(rep, dict) else None
+    tau = overall.get("kendall_tau") if isinstance(overall, dict) else None
+    if not isinstance(rep, dict) or not isinstance(overall, dict) or not isinstance(tau, (int, float)):
+        return None
+    return {
+        "kendall_tau": float(tau), "median_abs_log_ratio": overall.get("median_abs_log_ratio"),
+        "n_samples": overall.get("n_samples"), "protocol": "baseline", "host": rep.get("host"), "target": rep.get("target"),
+        "same_environment": rep.get("host") == host and rep.get("target") == target,
+    }  # fmt: skip
+
+
+def add_ceiling(results: dict[str, Any], ceiling: dict[str, Any] | None) -> None:
+    """Record `ceiling` (`noise_ceiling`) in `results` and every model's tau as a fraction of
+    it (`tau_of_ceiling`; for several seeds also of their mean). None: nothing is added."""
+    if ceiling is None:
+        return
+    c = ceiling["kendall_tau"]
+    for m in results.values():
+        if isinstance(m, dict) and "kendall_tau" in m:
+            m["tau_of_ceiling"] = m["kendall_tau"] / c if m["kendall_tau"] is not None and c > 0 else None
+            if "seeds" in m and m["seeds"]["kendall_tau"]["mean"] is not None and c > 0:
+                m["seeds"]["tau_of_ceiling"] = m["seeds"]["kendall_tau"]["mean"] / c
+    results["noise_ceiling"] = ceiling
+
+
 def choose(results: dict[str, dict[str, Any]], model_dir: str | Path) -> str:
     """Write `default.json` in `model_dir` naming the model that ranks held-out pipelines'
     schedules best (pairwise accuracy, then Kendall tau): what the app and search use."""

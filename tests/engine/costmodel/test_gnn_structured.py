@@ -188,3 +188,17 @@ def test_three_seeds_give_every_metric_a_mean_and_spread(synthetic, tmp_path):
     (out / "seeds" / "5" / "tvm.json").unlink()
     with pytest.raises(FileNotFoundError, match="no trained cost models"):
         evaluate(synthetic, out, with_analytic=False)
+
+
+def test_the_noise_ceiling_is_reported_beside_every_model_tau():
+    from engine.costmodel.evaluate import add_ceiling, noise_ceiling
+
+    rep = {"baseline": {"host": "h", "target": "t", "overall": {"kendall_tau": 0.8, "median_abs_log_ratio": 0.05, "n_samples": 64}}}
+    c = noise_ceiling(rep, "t", "h")
+    assert c is not None and c["kendall_tau"] == 0.8 and c["same_environment"]
+    assert noise_ceiling(rep, "t", "other")["same_environment"] is False  # another machine's: a reference only
+    assert noise_ceiling({"careful": rep["baseline"]}, "t", "h") is None  # the dataset's labels were taken the baseline way
+    res = {"gnn": {"kendall_tau": 0.6, "seeds": {"kendall_tau": {"mean": 0.4}}}, "tvm": {"kendall_tau": None}}
+    add_ceiling(res, c)
+    assert res["gnn"]["tau_of_ceiling"] == pytest.approx(0.75) and res["gnn"]["seeds"]["tau_of_ceiling"] == pytest.approx(0.5)
+    assert res["tvm"]["tau_of_ceiling"] is None and res["noise_ceiling"] is c
