@@ -360,6 +360,11 @@ def finetune_on_db(
         "median_error_cut": None if not before.median_abs_log else 1 - (after.median_abs_log or 0.0) / before.median_abs_log,
         "saved": None, "seconds": 0.0,
     }  # fmt: skip
+    from .noise import fraction_of_ceiling, last_ceiling  # noqa: PLC0415
+
+    rep["noise_ceiling_tau"] = ceiling = last_ceiling(used.host, used.target)  # `costmodel noise` on this machine, if run
+    for key in ("before", "after"):
+        rep[key]["tau_fraction_of_ceiling"] = fraction_of_ceiling(rep[key]["kendall_tau"], ceiling)
     if save and better:
         if should_cancel is not None and should_cancel():
             raise Cancelled("fine-tuning cancelled")
