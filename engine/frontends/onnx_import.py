@@ -460,7 +460,12 @@ def _fold_batchnorms(nodes: list[Node], env: dict[str, Any], graph_outputs: set[
     users = Counter(i for n in nodes for i in n.inputs)
     dropped: set[int] = set()
     for bn in nodes:
-        if bn.op != "BatchNormalization" or bn.attrs.get("training_mode", 0) or len([o for o in bn.outputs if o]) != 1:
+        if (
+            bn.op != "BatchNormalization"
+            or bn.attrs.get("training_mode", 0)
+            or len([o for o in bn.outputs if o]) != 1
+            or not bn.attrs.get("spatial", 1)
+        ):
             continue
         conv = producers.get(bn.inputs[0])
         if conv is None or conv.op != "Conv" or users[bn.inputs[0]] != 1 or bn.inputs[0] in graph_outputs:

@@ -321,6 +321,12 @@ def _batchnorm(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     if len([o for o in node.outputs if o]) > 1:
         raise Unsupported("BatchNormalization with running-statistics outputs")
     gamma, beta, mean, var = (cx.const(v, "BatchNormalization parameters") for v in ins[1:5])
+    if (
+        cx.opset < 9
+        and not int(node.attrs.get("spatial", 1))
+        and any(np.size(v) != cx.em.shape(ins[0])[1] for v in (gamma, beta, mean, var))
+    ):
+        raise Unsupported("BatchNormalization with spatial=0 (statistics per activation, not per channel)")
     from .common import bn_scale_shift  # noqa: PLC0415
 
     scale, shift = bn_scale_shift(gamma, beta, mean, var, float(node.attrs.get("epsilon", 1e-5)))
@@ -579,8 +585,8 @@ def _pad(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     mode = node.attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
         raise Unsupported(f"Pad mode {mode!r}")
-    if cx.opset < 11:
-        pads, value = ints(node.attrs["pads"]), float(node.attrs.get("value", 0.0))
+    if cx.opset < 11:  # attributes; opset 1 named them `paddings`
+        pads, value = ints(node.attrs["pads"] if "pads" in node.attrs else node.attrs["paddings"]), float(node.attrs.get("value", 0.0))
         axes = list(range(len(shape)))
     else:
         pads = ints(cx.const(ins[1], "Pad pads"))

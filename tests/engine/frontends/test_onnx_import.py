@@ -594,3 +594,17 @@ def test_unnamed_nodes_are_named_from_their_output_tensors(tmp_path):
     assert "layer1_conv1_Conv" in names and "Relu_17" in names
     assert res.pipeline.source["scopes"]["layer1_conv1_Conv"] == "layer1/conv1"
     run_verified(res)
+
+
+def test_pad_opset1_paddings_attribute_and_batchnorm_spatial0(tmp_path):
+    model = make(tmp_path, *single("Pad", [("x", [1, 2, 3])], opset=1, paddings=[0, 1, 0, 0, 2, 1]), out_shape=[1, 5, 4])
+    res = import_onnx(model, weights_dir=tmp_path)
+    p = res.pipeline
+    run, v = api.run_once(p, default_schedule(p), seed=1)  # ONNX Runtime or, where it refuses opset 1, onnx.reference
+    assert v.ok, v.message
+    want = np.pad(run["inputs"][p.inputs[0].name], [(0, 0), (1, 2), (0, 1)])
+    assert np.array_equal(run["outputs"][p.outputs[0]], want)
+    params = {"g": arr(2, 3), "b": arr(2, 3), "m": arr(2, 3), "v": arr(2, 3, lo=0.5, hi=2.0)}
+    path = make(tmp_path, *single("BatchNormalization", [("x", [1, 2, 3])], params, opset=7, spatial=0), name="bn0", out_shape=[1, 2, 3])
+    with pytest.raises(UnsupportedModelError, match="spatial=0"):
+        import_onnx(path, weights_dir=tmp_path)
