@@ -296,11 +296,10 @@ def _conv(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
             em.name(cx.hint), em.tensor(x), em.tensor(w, f"{cx.hint}_W"), _opt(em, bias, f"{cx.hint}_B"), strides, pads, dil, groups
         )
     else:
-        if "output_shape" in a or a.get("auto_pad", "NOTSET") != "NOTSET":
-            raise Unsupported("ConvTranspose with output_shape or auto_pad (explicit pads are mapped)")
-        raw = ints(a.get("pads", [0] * (4 - 2 * one_d)))
+        raw_opad = ints(a.get("output_padding", [0] * (2 - one_d)))
+        raw = _transpose_pads(node, list(em.shape(ins[0])[2:]), list(wshape[2:]), raw_strides, raw_dil, raw_opad)
         pads = [0, raw[0], 0, raw[1]] if one_d else raw
-        opad = pad1(ints(a.get("output_padding", [0] * (2 - one_d))), 0)
+        opad = pad1(raw_opad, 0)
         out = em.b.conv_transpose(
             em.name(cx.hint), em.tensor(x), em.tensor(w, f"{cx.hint}_W"), _opt(em, bias, f"{cx.hint}_B"), strides, pads, dil, groups, opad
         )
@@ -308,6 +307,26 @@ def _conv(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
         s = em.shape(out)
         return [em.reshape(out, (s[0], s[1], s[3]), f"{cx.hint}_1d", "Squeeze")]
     return [out]
+
+
+def _transpose_pads(node: Node, sizes: list[int], kernel: list[int], strides: list[int], dil: list[int], opad: list[int]) -> list[int]:
+    """A transposed convolution's pads: explicit, or from `output_shape` / SAME auto_pad (the
+    output `size * stride`) as the ONNX definition computes them (SAME_UPPER: the smaller
+    half first). A negative total (output larger than the full result) is unsupported."""
+    a = node.attrs
+    auto = a.get("auto_pad", "NOTSET")
+    if "output_shape" not in a and auto in ("NOTSET", "VALID"):
+        return ints(a.get("pads", [0] * 2 * len(sizes))) if auto == "NOTSET" else [0] * 2 * len(sizes)
+    want = ints(a["output_shape"])[-len(sizes) :] if "output_shape" in a else [n * st for n, st in zip(sizes, strides)]
+    begin, end = [], []
+    for n, k, st, d, op, o in zip(sizes, kernel, strides, dil, opad, want):
+        total = st * (n - 1) + op + (k - 1) * d + 1 - o
+        if total < 0:
+            raise Unsupported(f"ConvTranspose output_shape {want} beyond the full result (total padding {total})")
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return begin + end
 
 
 def _opt(em: Emitter, v: Value | None, hint: str) -> str | None:

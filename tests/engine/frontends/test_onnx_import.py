@@ -81,6 +81,12 @@ CASES = {
     "conv_transpose": single(
         "ConvTranspose", [("x", [1, 8, 5, 5])], {"W": W8, "B": arr(4)}, strides=[2, 2], pads=[1, 0, 1, 1], output_padding=[1, 1]
     ),
+    "conv_transpose_output_shape": single(
+        "ConvTranspose", [("x", [1, 4, 4, 5])], {"W": arr(4, 3, 3, 3)}, strides=[2, 2], output_shape=[8, 10]
+    ),
+    "conv_transpose_same_upper": single(
+        "ConvTranspose", [("x", [1, 4, 4, 5])], {"W": arr(4, 2, 3, 3)}, strides=[2, 2], auto_pad="SAME_UPPER"
+    ),
     "conv_transpose_groups": single("ConvTranspose", [("x", [1, 4, 4, 4])], {"W": arr(4, 3, 2, 2)}, strides=[2, 2], group=2),
     "gemm": single("Gemm", [("a", [5, 3])], {"B": arr(6, 5), "C": arr(6)}, alpha=0.5, beta=2.0, transA=1, transB=1),
     "gemm_data_b": single("Gemm", [("a", [4, 3]), ("b", [3, 5])], {"C": arr(4, 1)}, alpha=1.5),
