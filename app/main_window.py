@@ -56,6 +56,7 @@ from .stmt import StmtLoader
 from .teaching import Teaching
 from .teaching.lessons_view import install as install_lessons
 from .theme import ThemeController
+from .tuning import install as install_tuning
 from .workers import MeasureRequest, MeasureService
 
 SETTINGS_ORG, SETTINGS_APP = "schedule-explorer", "app"
@@ -134,6 +135,7 @@ class MainWindow(QMainWindow):
         self.importer = ModelImporter(self)  # models import off the GUI thread (issue 20 item 7)
         self.measure_actions = install_measure_actions(self)  # Measure Again, peers, schedule files (items 6, 8, 12)
         self.cluster = ClusterSetting(self, self.search_panel.service, (SETTINGS_ORG, SETTINGS_APP))  # Tools → Cluster… (issue 17)
+        self.tuning = install_tuning(self)  # Tools → Tune Whole Model… (issue 14 item 3)
         self.teaching = Teaching(self, (SETTINGS_ORG, SETTINGS_APP))  # Teaching dock, key edits in the loop nest, presentation (issue 18)
         self.lessons = install_lessons(self, (SETTINGS_ORG, SETTINGS_APP))  # the Lessons dock (issue 18 item 4)
         self.model_on_machine = install_finetune(self)  # the model's error here, Fine-tune on My Measurements (issue 13)
@@ -738,4 +740,5 @@ class MainWindow(QMainWindow):
         self.teaching.shutdown()
         self.lessons.shutdown()
         self.model_on_machine.shutdown()
+        self.tuning.shutdown()
         super().closeEvent(event)
