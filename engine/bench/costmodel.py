@@ -103,16 +103,19 @@ def _rate(
     run: Callable[[Sequence[Schedule]], object], p: Pipeline, scheds: Sequence[Schedule], rounds: int, start: Schedule | None
 ) -> dict[str, Any]:
     """Schedules per second of `run` over `scheds`, per round, caches emptied first (then
-    `start`, when given, run untimed: a search has predicted what it mutates)."""
-    out = []
+    `start`, when given, run untimed: a search has predicted what it mutates): wall-clock
+    rates, and under `cpu_per_s` the rates by this process's CPU time (what one core does,
+    less sensitive to other jobs on a shared machine)."""
+    out, cpu = [], []
     for _ in range(rounds):
         F.clear_caches(p)
         if start is not None:
             run([start])
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run(scheds)
         out.append(len(scheds) / (time.perf_counter() - t))
-    return spread(out)
+        cpu.append(len(scheds) / max(time.process_time() - c, 1e-9))
+    return {**spread(out), "cpu_per_s": spread(cpu)}
 
 
 def _singles(model: CostModel, p: Pipeline) -> Callable[[Sequence[Schedule]], object]:

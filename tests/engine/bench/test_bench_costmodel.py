@@ -30,9 +30,11 @@ def monkeypatch_module():
     default_choice.cache_clear()
 
 
-def _spread_ok(s: dict) -> None:
-    assert set(s) == {"median", "min", "max", "rounds"} and len(s["rounds"]) == 2
+def _spread_ok(s: dict, cpu: bool = True) -> None:
+    assert set(s) == {"median", "min", "max", "rounds"} | ({"cpu_per_s"} if cpu else set()) and len(s["rounds"]) == 2
     assert 0 < s["min"] <= s["median"] <= s["max"]
+    if cpu:  # the same rounds by CPU time
+        _spread_ok(s["cpu_per_s"], cpu=False)
 
 
 def test_structure_and_rates(result):
