@@ -28,6 +28,7 @@ SLOW_MODULES = {
     "test_measure", "test_onnx_import", "test_peers", "test_reliability", "test_search_contract", "test_search_greedy",
     "test_search_lamcts", "test_segments", "test_torch_import", "test_wheel",
     "test_tensorflow_import",
+    "test_finetune", "test_app_finetune",  # fine-tuning the shipped trees on 72 / 40 measurements; the app's adds a real measurement
     "test_cli_place_run",
     "test_placement_execute",
     "test_placement_learned",
@@ -55,6 +56,7 @@ PURE_PYTHON_MODULES = {
     "test_placement_learned",
     "test_teaching_trace", "test_teaching_footprint", "test_cli_animate",
     "test_teaching_explain",
+    "test_noise",  # a deterministic fake runner: nothing compiles
 }  # fmt: skip
 
 
