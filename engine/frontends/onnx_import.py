@@ -117,8 +117,15 @@ def import_onnx(
         for o in graph.output:
             if env.get(o.name) is _MISSING:
                 raise ModelImportError(f"{path}: graph output {o.name!r} is an output the importer does not produce")
+            if isinstance(env[o.name], list):
+                node = next(n for n in nodes if o.name in n.outputs)
+                reason = "its result, a tensor sequence, is a graph output (the IR's outputs are tensors)"
+                raise UnsupportedModelError(str(path), [{"op": node.op, "node": node.hint, "reason": reason}])
             outputs.append((o.name, env[o.name]))
-        pipeline, out_names = em.finish(outputs)
+        try:
+            pipeline, out_names = em.finish(outputs)
+        except Unsupported as exc:  # an output that is a constant of no numeric type
+            raise UnsupportedModelError(str(path), [{"op": "graph output", "node": outputs[0][0], "reason": str(exc)}]) from None
     except ModelImportError:
         raise
     except ValueError as exc:  # a PipelineError too: a model whose values do not fit together

@@ -614,3 +614,23 @@ def test_pad_opset1_paddings_attribute_and_batchnorm_spatial0(tmp_path):
     path = make(tmp_path, *single("BatchNormalization", [("x", [1, 2, 3])], params, opset=7, spatial=0), name="bn0", out_shape=[1, 2, 3])
     with pytest.raises(UnsupportedModelError, match="spatial=0"):
         import_onnx(path, weights_dir=tmp_path)
+
+
+def test_sequences_with_constant_positions_and_a_sequence_output(tmp_path):
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["seq"], axis=1, keepdims=0),
+        helper.make_node("SequenceErase", ["seq", "first"], ["rest"]),
+        helper.make_node("ConcatFromSequence", ["rest"], ["y"], axis=0, new_axis=1),
+    ]
+    res = import_onnx(make(tmp_path, nodes, [("x", [2, 3, 4])], {"first": np.array(0)}, out_shape=[2, 2, 4]), weights_dir=tmp_path)
+    run_verified(res)  # ONNX Runtime runs the sequence ops; the pipeline is two slices concatenated
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["y"], axis=1, name="to_seq")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    path = tmp_path / "seq_out.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UnsupportedModelError) as err:
+        import_onnx(path, weights_dir=tmp_path)
+    assert err.value.unsupported[0]["node"] == "to_seq" and "sequence" in err.value.unsupported[0]["reason"]
