@@ -248,10 +248,12 @@ def fine_tune(
     allow_other_host: bool = False,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    **params: Any,
 ) -> TVMModel:
     """`base` with boosting continued on `train` (measurements of `env`): a new model, `base`
     untouched. A base already fine-tuned for another machine refuses `env`'s data unless
-    `allow_other_host`. Each label is weighted by its reliability (dataset.label_weights)."""
+    `allow_other_host`. Each label is weighted by its reliability (dataset.label_weights).
+    `params` override LightGBM's (learning_rate, num_leaves, ...)."""
     if not train:
         raise ValueError("no measurements to fine-tune on")
     prior = base.config.get("finetuned_for")
@@ -268,7 +270,7 @@ def fine_tune(
         # Continued boosting sees raw scores; the model's constant base is outside the trees.
         "objective": pack_sum_objective(y - (base.base + offset), group, weights),
         "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": max(5, min(20, len(x) // 20)), "lambda_l2": 1.0,
-        "feature_fraction": 0.9, "verbose": -1, "seed": seed, "num_threads": 1, "deterministic": True,
+        "feature_fraction": 0.9, "verbose": -1, "seed": seed, "num_threads": 1, "deterministic": True, **params,
     }  # fmt: skip
 
     def report(env_: Any) -> None:
