@@ -21,6 +21,7 @@ The summary counts the pipelines where LaMCTS or PlaLaM has the lowest median of
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -232,12 +234,16 @@ def bench_strategies(
     repeats: int = 3,
     min_time_s: float = 0.2,
     verify_model: bool = True,
+    checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """Best-so-far curves of `strategies` on the zoo `pipelines` (default all) at `size`:
     on the cost model `model` with `evals` evaluations, `seeds` seeds (0..seeds-1), each best
     then measured once (`verify_model`); on hardware with `measurements` per run (0: skip) on
     `hw_pipelines` (default: `pipelines`) with `hw_seeds` seeds, each best measured again in
-    `repeats` interleaved rounds. `wall_s` caps one run (a run it stops is reported shorter)."""
+    `repeats` interleaved rounds. `wall_s` caps one run (a run it stops is reported shorter).
+    `checkpoint`: a file the result so far is written to (as JSON, "partial": true) after
+    each pipeline's model runs and each hardware seed, so a long run that is stopped keeps
+    what it did."""
     from ..search import STRATEGIES  # noqa: PLC0415
 
     names = list(pipelines) if pipelines is not None else zoo.names()
@@ -254,11 +260,27 @@ def bench_strategies(
     t_start, load = time.time(), [os.getloadavg()]
     results: dict[str, Any] = {}
     runner: MeasureRunner = Runner()
+    machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
+    settings = {
+        "size": size, "seeds": seeds, "evals": evals, "measurements": measurements, "hw_seeds": hw_seeds, "model": cost_model.name,
+        "strategies": list(strategies), "repeats": repeats,
+    }  # fmt: skip
+
+    def result(partial: bool) -> dict[str, Any]:
+        summary = _summary(results, strategies)
+        out = {"machine": machine, "load_avg": [round(v[0], 2) for v in load], **settings, "wall_s": round(time.time() - t_start, 1)}
+        out.update(summary=summary, pipelines=results, table=_table(results, strategies, summary))
+        if partial:
+            out["partial"] = True
+            if checkpoint:
+                Path(checkpoint).write_text(json.dumps(out, indent=1))
+        return out
+
     try:
         for name in dict.fromkeys(names + (hw_names if measurements else [])):
             p = zoo.get(name, size)
             row: dict[str, Any] = {"stages": len(p.stages)}
-            if name in names:
+            if name in names and seeds > 0:
                 runs = {s: [] for s in strategies}  # type: dict[str, list[dict[str, Any]]]
                 for seed in range(seeds):  # seeds outside, strategies inside: all see the same load
                     for s in strategies:
@@ -269,6 +291,8 @@ def bench_strategies(
                     _verify(p, runs, runner, 1, min_time_s)
                 row["model"] = _summarize(runs, "evaluations", evals, False)
                 load.append(os.getloadavg())
+                results[name] = row
+                result(partial=True)
             if measurements and name in hw_names:
                 hw = {s: [] for s in strategies}  # type: dict[str, list[dict[str, Any]]]
                 for seed in range(hw_seeds):
@@ -276,20 +300,16 @@ def bench_strategies(
                         r = hardware_run(p, s, cost_model, measurements, seed, wall_s, runner)
                         hw[s].append(r)
                         _log(f"{name} hardware {s} seed {seed}: best {r['best_ms']} ms, {r['measurements']} measured, {r['wall_s']:.0f} s")
+                    row["hardware"] = _summarize({k: v for k, v in hw.items() if v}, "measurements", measurements, True)
+                    results[name] = row
+                    result(partial=True)  # not yet re-measured: "verified" is empty
                 _verify(p, hw, runner, repeats, min_time_s)
                 row["hardware"] = _summarize(hw, "measurements", measurements, True)
                 load.append(os.getloadavg())
             results[name] = row
-        machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
     finally:
         runner.close()
-    summary = _summary(results, strategies)
-    return {
-        "machine": machine, "load_avg": [round(v[0], 2) for v in load], "size": size, "seeds": seeds, "evals": evals,
-        "measurements": measurements, "hw_seeds": hw_seeds, "model": cost_model.name, "strategies": list(strategies),
-        "wall_s": round(time.time() - t_start, 1), "summary": summary, "pipelines": results,
-        "table": _table(results, strategies, summary),
-    }  # fmt: skip
+    return result(partial=False)
 
 
 def _summary(results: dict[str, Any], strategies: Sequence[str]) -> dict[str, Any]:
@@ -320,11 +340,13 @@ def _cell(st: dict[str, Any]) -> str:
 
 def _table(results: dict[str, Any], strategies: Sequence[str], summary: dict[str, Any]) -> str:
     lines = []
-    for obj, keys in (("model", ("final", "verified")), ("hardware", ("verified",))):
+    for obj in ("model", "hardware"):
         if obj not in summary:
             continue
-        for key in keys:
-            what = {"final": "best predicted ms", "verified": "final verified ms"}[key]
+        for key in ("final", "verified"):
+            what = {"final": "best predicted ms" if obj == "model" else "best measured ms in the search", "verified": "final verified ms"}[
+                key
+            ]
             lines += [f"{obj} objective, {what}: median [IQR] over seeds", ""]
             lines += ["| pipeline | " + " | ".join(strategies) + " | winner |", "|" + "---|" * (len(strategies) + 2)]
             for n, r in results.items():

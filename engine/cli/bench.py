@@ -306,7 +306,7 @@ def _strategies_parser(bsub: Any) -> None:
         "--strategies", type=A.names_in(sorted(STRATEGIES), "strategy"), default=",".join(DEFAULT_STRATEGIES), help="comma-separated"
     )
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
-    bp.add_argument("--seeds", type=A.positive_int, default=5, help="seeds per strategy on the model objective (0..N-1)")
+    bp.add_argument("--seeds", type=A.nonneg_int, default=5, help="seeds per strategy on the model objective (0..N-1; 0: no model runs)")
     bp.add_argument("--evals", type=A.positive_int, default=2000, help="cost-model evaluations per run")
     bp.add_argument("--measurements", type=A.nonneg_int, default=64, help="hardware measurements per run (0: no hardware runs)")
     bp.add_argument("--hw-seeds", type=A.positive_int, default=3, help="seeds per strategy on hardware")
@@ -315,7 +315,7 @@ def _strategies_parser(bsub: Any) -> None:
     bp.add_argument("--repeats", type=A.positive_int, default=3, help="interleaved rounds for the hardware runs' final times")
     bp.add_argument("--min-time", type=A.nonneg_seconds, default=0.2, help="minimum timed seconds per final measurement")
     bp.add_argument("--no-verify-model", action="store_true", help="do not measure the model runs' best schedules")
-    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file")
+    bp.add_argument("--out", type=A.output_file, help="also write the JSON result to this file (and the partial result as it runs)")
 
 
 def _strategies(args: argparse.Namespace) -> dict[str, Any]:
@@ -325,6 +325,7 @@ def _strategies(args: argparse.Namespace) -> dict[str, Any]:
         pipelines=A.split(args.pipelines), strategies=A.split(args.strategies) or [], size=args.size, seeds=args.seeds,
         evals=args.evals, measurements=args.measurements, hw_pipelines=A.split(args.hw_pipelines), hw_seeds=args.hw_seeds,
         model=args.model, wall_s=args.wall_s, repeats=args.repeats, min_time_s=args.min_time, verify_model=not args.no_verify_model,
+        checkpoint=args.out,
     )  # fmt: skip
 
 

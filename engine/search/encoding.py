@@ -92,7 +92,26 @@ def _loops(s: Stage, update: bool, directives: tuple[Directive, ...]) -> list[L.
     return loops
 
 
+# (id(stage), decision) -> (stage, its loop features): the features of a decision depend on
+# the stage alone, and decoding scores the same decisions (the guides', the sampler's repeats)
+# again and again. The stage is kept with its entry, so an id is never reused while cached.
+_LOOP_CACHE: dict[tuple[int, StageSchedule], tuple[Stage, list[float]]] = {}
+_LOOP_CACHE_MAX = 200_000
+
+
 def _loop_features(s: Stage, ss: StageSchedule) -> list[float]:
+    key = (id(s), ss)
+    hit = _LOOP_CACHE.get(key)
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    if len(_LOOP_CACHE) >= _LOOP_CACHE_MAX:
+        _LOOP_CACHE.clear()
+    out = _compute_loop_features(s, ss)
+    _LOOP_CACHE[key] = (s, out)
+    return out
+
+
+def _compute_loop_features(s: Stage, ss: StageSchedule) -> list[float]:
     upd = s.is_reduction
     directives = ss.update if upd else ss.pure
     loops = _loops(s, upd, directives)
@@ -132,7 +151,7 @@ def _features(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule, heads:
             heads[loc] = head
     if loc[0] == "inline":
         return np.array(head + [0.0] * (len(s.dims) + len(s.rdom) + TAIL + (2 if s.is_reduction else 0)))
-    return np.array(head + _loop_features(s, ss))
+    return np.array(head + _loop_features(s, ss))  # a new list: the cached one is never changed
 
 
 def stage_features(p: Pipeline, sched: Schedule, name: str) -> np.ndarray:
