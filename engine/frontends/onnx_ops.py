@@ -413,23 +413,25 @@ def _instancenorm(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
 @handles("LRN")
 def _lrn(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
     """Local response normalization across channels: x / (bias + alpha / size * sum of x^2
-    over a window of `size` channels) ** beta. The window sum is a 1x1 convolution with a
-    band of ones (the conv recipes apply), the rest pointwise."""
+    over a window of `size` channels) ** beta. alpha / size * the window sum is alpha times
+    an average pool over the channel axis that counts the zero padding (a 3-D pooling of
+    x^2 viewed as (N, 1, C, H, W) with a (size, 1, 1) window), the rest pointwise."""
     em, a = cx.em, node.attrs
     size = int(a["size"])
     alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
     shape = em.shape(ins[0])
     if len(shape) != 4:
         raise Unsupported(f"LRN of a rank-{len(shape)} tensor (NCHW is mapped)")
-    c = shape[1]
-    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-    band = np.zeros((c, c, 1, 1), np.float32)
-    for k in range(c):
-        band[k, max(0, k - lo) : min(c, k + hi + 1), 0, 0] = 1.0
+    n, c, h, w = shape
+    lo, hi = (size - 1) // 2, size // 2
     x = em.tensor(ins[0])
     sq = em.binary("mul", x, x, f"{cx.hint}_sq")
-    win = em.b.conv(em.b.fresh(f"{em.name(cx.hint)}_sum"), sq, em.tensor(band, f"{cx.hint}_band"))
-    den = em.binary("add", em.binary("mul", win, alpha / size, f"{cx.hint}_scaled"), bias, f"{cx.hint}_den")
+    sq5 = em.reshape(sq, (n, 1, c, h, w), f"{cx.hint}_sq5", "Reshape")
+    win = em.b.pool_nd(
+        em.b.fresh(f"{em.name(cx.hint)}_mean"), em.tensor(sq5), "avg", [size, 1, 1], [1, 1, 1], [lo, 0, 0, hi, 0, 0], [1, 1, 1], False, True
+    )
+    win4 = em.reshape(win, shape, f"{cx.hint}_mean4", "Reshape")
+    den = em.binary("add", em.binary("mul", win4, alpha, f"{cx.hint}_scaled"), bias, f"{cx.hint}_den")
     return [em.binary("mul", x, em.unary("pow", den, f"{cx.hint}_pow", p=-beta), cx.hint)]
 
 
