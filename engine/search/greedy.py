@@ -174,18 +174,19 @@ def zero_measure_search(
 
 def _search(ctx: SearchContext, seed: Schedule | None) -> None:
     p = ctx.p
+    cap = ctx.model_s + MODEL_CAP_S  # the passes' own model time (a V-made seed's is not theirs)
     vf, comp = ValueFunction(p), Completer(ctx)
     k = options_per_stage(len(order(p)), KIDS_PER_PASS, K_MIN, K_MAX)
     pool: Candidates = {}  # every completion predicted
     evals, stalls, radius = 0, 0, RADIUS_START
     while not ctx.done() and evals < EVAL_BUDGET and stalls < STALLS:
         charge_proposals(ctx)
-        if ctx.model_s > MODEL_CAP_S - MIN_PASS_S:
+        if ctx.model_s > cap - MIN_PASS_S:
             break
         guide = ctx.best.schedule if ctx.best is not None else seed
         before = ctx.best_measured_ms
         incumbent = before if before is not None else math.inf
-        final, cands, n = _pass(ctx, vf, comp, guide, k, radius, MODEL_CAP_S)
+        final, cands, n = _pass(ctx, vf, comp, guide, k, radius, cap)
         evals += n
         pool.update(cands)
         # The pass's answer first, then the best predicted schedules it saw.
@@ -198,7 +199,7 @@ def _search(ctx: SearchContext, seed: Schedule | None) -> None:
         improved = now is not None and now < incumbent
         radius = min(len(order(p)), 2 * radius) if improved else max(1, radius // 2)
         vf.fit(ctx)
-    _measure_leftovers(ctx, pool)
+    _measure_leftovers(ctx, pool, cap)
 
 
 def _pass(
@@ -250,7 +251,7 @@ def _pass(
     return partial, cands, evals
 
 
-def _measure_leftovers(ctx: SearchContext, pool: Candidates) -> None:
+def _measure_leftovers(ctx: SearchContext, pool: Candidates, cap: float) -> None:
     """Spend the remaining measurements on the best predicted candidates (re-predicted with
     the model as the measurements left it, while model time remains)."""
     while not ctx.done():
@@ -258,7 +259,7 @@ def _measure_leftovers(ctx: SearchContext, pool: Candidates) -> None:
         if not left:
             return
         charge_proposals(ctx)
-        if ctx.model_s < MODEL_CAP_S:  # else the passes' predictions stand
+        if ctx.model_s < cap:  # else the passes' predictions stand
             left = sorted(zip(ctx.predict([s for _, s in left]), [s for _, s in left]), key=lambda c: c[0])
         if not measure_new(ctx, left, LEFTOVER_BATCH):
             return
