@@ -55,6 +55,8 @@ def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
             out[i.name] = rng.integers(0, 2, size=i.shape).astype(np.float32)
         elif "int" in dtypes.get(i.name, ""):
             lo, hi = math.ceil(i.low), math.ceil(i.high)
+            if dtypes[i.name].startswith("uint"):  # an unsigned type has no negative values
+                lo, hi = max(lo, 0), max(hi, 2)
             out[i.name] = rng.integers(lo, max(hi, lo + 1), size=i.shape).astype(np.float32)
         else:
             out[i.name] = rng.uniform(i.low, i.high, size=i.shape).astype(np.float32)

@@ -490,12 +490,22 @@ def test_embedding_gather_with_int64_token_ids_against_onnx_runtime(tmp_path):
 def test_scalar_and_integer_data_inputs(tmp_path):
     nodes = [
         helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["u"], ["uf"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["x", "kf"], ["m"]),
-        helper.make_node("Add", ["m", "s"], ["y"]),
+        helper.make_node("Sub", ["m", "uf"], ["mu"]),
+        helper.make_node("Add", ["mu", "s"], ["y"]),
     ]
-    inputs = [("x", [2, 3], TensorProto.FLOAT), ("k", [2, 3], TensorProto.INT32), ("s", [], TensorProto.FLOAT)]
+    inputs = [
+        ("x", [2, 3], TensorProto.FLOAT),
+        ("k", [2, 3], TensorProto.INT32),
+        ("u", [1, 3], TensorProto.UINT8),
+        ("s", [], TensorProto.FLOAT),
+    ]
     res = import_onnx(typed_model(tmp_path, nodes, inputs), weights_dir=tmp_path)
     assert res.pipeline.shape_of("s") == (1,) and res.pipeline.source["scalar_inputs"] == ["s"]
+    assert res.pipeline.source["input_dtypes"] == {"k_": "int32", "u": "uint8"}  # k_: k would shadow a loop name
+    u = R.make_inputs(res.pipeline, seed=4)["u"]
+    assert u.min() >= 0 and np.array_equal(u, np.round(u))  # an unsigned input gets no negative test data
     assert any("input 's' is a scalar" in t for t in res.report.simplifications)
     run_verified(res)
 
