@@ -784,8 +784,10 @@ def _resize(cx: Ctx, node: Node, ins: list[Any]) -> list[Value]:
                 raise ValueError("Resize needs scales or sizes")
             if coord == "tf_crop_and_resize":
                 raise Unsupported("Resize coordinate_transformation_mode 'tf_crop_and_resize'")
-    if len(scales) != rank:
-        raise ValueError(f"{node.op} has {len(scales)} scales for a rank-{rank} input")
+    if len(scales) != rank or len(sizes) != rank:
+        raise ValueError(f"{node.op} has {len(scales)} scales / {len(sizes)} sizes for a rank-{rank} input")
+    if any(n < 1 for n in sizes) or any(not sc > 0 for sc in scales):
+        raise ValueError(f"{node.op} to sizes {sizes} (scales {scales}): every size and scale must be positive")
     x: Value = ins[0]
     for axis in range(rank):
         if sizes[axis] == shape[axis] and scales[axis] == 1.0:
