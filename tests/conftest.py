@@ -36,6 +36,7 @@ SLOW_MODULES = {
     "test_cli_stored",  # measure --force / forget / autoschedule --out, 5 worker runs (~35 s loaded)
     "test_teaching_halide",  # 17 Halide compiles traced store by store (~20-50 s loaded)
     "test_tuning_tune",  # whole-model tuning for real: 3 tuning runs and the tune command (~90 s at load 19, ~15 s idle)
+    "test_tuning_cluster",  # tune on a real 2-node Ray cluster (~60 s loaded)
     "test_app_tuning",  # Tools → Tune Whole Model…: 3 real tuning runs through the dialog (~200 s at load 20, ~20 s idle)
     "test_onnx_conformance",  # the onnx package's 140 backend model tests, 126 compiled by Halide (~50 s loaded)
 }  # fmt: skip
