@@ -50,7 +50,9 @@ SHAPE_SLOTS = {
 SHAPE_OPS = ("Shape", "Size")
 # Never folded: their value is not a function of their inputs.
 NONDETERMINISTIC = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
-NEVER_FOLDED = frozenset(NONDETERMINISTIC) | SEQUENCE_OPS  # sequences are lists of values, resolved by their handlers
+# Sequences are lists of values, resolved by their handlers; an If with a constant condition is
+# its branch, inlined (its branches read outer values that may be data).
+NEVER_FOLDED = frozenset(NONDETERMINISTIC) | SEQUENCE_OPS | {"If"}
 SMALL_INITIALIZER = 4096  # elements: larger initializers are weights, not shape arithmetic
 _MISSING = object()  # an output a handler did not produce (e.g. a pooling's Indices)
 _POISON = object()  # downstream of an unsupported node: skipped, not reported again
@@ -211,13 +213,26 @@ def _walk(
     unmapped = _unmapped(nodes, {k for k, v in env.items() if isinstance(v, np.ndarray)})
     unsupported: list[dict[str, str]] = []
     folded: Counter[str] = Counter()
-    for node in nodes:
+    queue, pos = list(nodes), 0
+    while pos < len(queue):
+        node = queue[pos]
+        pos += 1
         ins = [None if not i else env[i] for i in node.inputs]
         outs: list[Any]
         if id(node) in unmapped:
             unsupported.append(unmapped[id(node)])
             outs = [_POISON] * len(node.outputs)
         elif any(v is _POISON for v in ins):
+            outs = [_POISON] * len(node.outputs)
+        elif node.op == "If" and isinstance(ins[0], np.ndarray):  # a constant condition: the branch taken, inlined
+            taken = bool(np.asarray(ins[0]).reshape(-1)[0])
+            branch = _branch_nodes(node, taken, env, path)
+            unmapped.update(_unmapped(branch, {k for k, v in env.items() if isinstance(v, np.ndarray)}))
+            queue[pos:pos] = branch
+            em.simplifications.append(f"If {node.hint!r}: its condition is constant, the {'then' if taken else 'else'} branch inlined")
+            continue  # its outputs are bound by the branch's last (Identity) nodes
+        elif node.op == "If":
+            unsupported.append({"op": "If", "node": node.hint, "reason": "control flow on a computed condition"})
             outs = [_POISON] * len(node.outputs)
         elif node.op in SHAPE_OPS or all(v is None or isinstance(v, np.ndarray) for v in ins) and node.op not in NEVER_FOLDED:
             try:
@@ -419,6 +434,20 @@ def _name_from_outputs(n: Any, k: int) -> str:
     return out if not out.lstrip("/")[:1].isdigit() else f"{n.op_type}_{out}"
 
 
+def _branch_nodes(node: Node, taken: bool, env: dict[str, Any], path: Path) -> list[Node]:
+    """The nodes of an If's branch (its initializers into `env`), then an Identity per output
+    binding the branch's result to the If's output name."""
+    from onnx import helper  # noqa: PLC0415
+
+    graph = node.attrs["then_branch" if taken else "else_branch"]
+    env.update(_initializers(graph, path))
+    out = [_node(n, k, path) for k, n in enumerate(graph.node)]
+    for k, (src, dst) in enumerate(zip([o.name for o in graph.output], node.outputs)):
+        if dst:
+            out.append(Node("Identity", f"{node.hint}_out{k}", [src], [dst], {}, "", helper.make_node("Identity", [src], [dst])))
+    return out
+
+
 def _check_references(nodes: list[Node], defined: set[str], outputs: list[str], path: Path) -> None:
     known = set(defined)
     for node in nodes:
@@ -440,7 +469,7 @@ def _unmapped(nodes: list[Node], consts: set[str]) -> dict[int, dict[str, str]]:
         const = node.op in SHAPE_OPS or (node.op not in NEVER_FOLDED and all(not i or i in consts for i in node.inputs))
         if const:
             consts.update(node.outputs)
-        elif node.domain not in ("", "ai.onnx") or node.op not in HANDLERS:
+        elif node.domain not in ("", "ai.onnx") or (node.op not in HANDLERS and node.op != "If"):
             domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
             bad[id(node)] = {"op": node.op, "node": node.hint, "reason": f"no mapping for this operator{domain}"}
     return bad

@@ -644,3 +644,40 @@ def test_sequences_with_constant_positions_and_a_sequence_output(tmp_path):
     with pytest.raises(UnsupportedModelError) as err:
         import_onnx(path, weights_dir=tmp_path)
     assert err.value.unsupported[0]["node"] == "to_seq" and "sequence" in err.value.unsupported[0]["reason"]
+
+
+def test_if_on_a_constant_condition_is_its_branch_and_on_data_unsupported(tmp_path):
+    # PyTorch's LRN export (opset 11+) checks the rank with Shape -> Equal -> If, whose branches read data.
+    def branch(name, op, **attrs):
+        return helper.make_graph(
+            [helper.make_node(op, ["t"], [f"{name}_out"], **attrs)],
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)],
+        )
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"]),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Size", ["s"], ["rank"]),
+        helper.make_node("Equal", ["rank", "three"], ["cond"]),
+        helper.make_node(
+            "If", ["cond"], ["y"], name="rank_check", then_branch=branch("then", "Sigmoid"), else_branch=branch("else", "Tanh")
+        ),
+    ]
+    res = import_onnx(make(tmp_path, nodes, [("x", [2, 3, 4])], {"three": np.array(3)}, out_shape=[2, 3, 4]), weights_dir=tmp_path)
+    assert any("If 'rank_check': its condition is constant, the then branch inlined" in t for t in res.report.simplifications)
+    assert "unary" in {r.op for r in res.pipeline.ops} and {r.attrs.get("fn") for r in res.pipeline.ops} >= {"relu", "sigmoid"}
+    run_verified(res)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"]),
+        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=1),  # a condition computed from data
+        helper.make_node("Greater", ["m", "zero"], ["condb"]),
+        helper.make_node("If", ["condb"], ["y"], name="data_if", then_branch=branch("then", "Sigmoid"), else_branch=branch("else", "Tanh")),
+    ]
+    with pytest.raises(UnsupportedModelError) as err:
+        import_onnx(
+            make(tmp_path, nodes, [("x", [2, 3, 4])], {"zero": np.array(0.0, np.float32)}, out_shape=[2, 3, 4], name="data_if"),
+            weights_dir=tmp_path,
+        )
+    assert [(u["op"], u["node"]) for u in err.value.unsupported] == [("If", "data_if")] and "computed condition" in str(err.value)
