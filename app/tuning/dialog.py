@@ -80,7 +80,7 @@ class TuneDialog(QDialog):
         self.plot = pg.PlotWidget()
         self.plot.setBackground("w")
         self.plot.setLabel("bottom", "tuning time (s)")
-        self.plot.setLabel("left", "end to end, sum of tasks (estimate, ms)")
+        self.plot.setLabel("left", "end to end (ms, estimate)")
         self.plot.addLegend()
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2), symbol="o", symbolSize=4, name="tuned (estimate)")
         self.ort_line = pg.InfiniteLine(angle=0, pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine))
