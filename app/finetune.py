@@ -47,11 +47,12 @@ class LineState:
         return self.line.text + (f" · {self.note}: Fine-tune adapts it" if self.note else "")
 
 
-def compute_line(db_path: str, threads: int) -> LineState:
-    """The error line of the model in use on this host's stored measurements (any thread)."""
+def compute_line(db_path: str, threads: int, cache: dict[tuple[str, str], float] | None = None) -> LineState:
+    """The error line of the model in use on this host's stored measurements (any thread);
+    `cache`: the predictions of earlier calls with the same model (FT.model_error)."""
     env = FT.current_environment(threads)
     choice = default_choice()
-    return LineState(FT.model_error(choice.model, db_path, env), FT.host_note(choice, env))
+    return LineState(FT.model_error(choice.model, db_path, env, cache=cache), FT.host_note(choice, env))
 
 
 class ModelOnThisMachine(QObject):
@@ -66,6 +67,9 @@ class ModelOnThisMachine(QObject):
         self.result: dict[str, Any] | None = None  # the last fine-tune's report
         self.error = ""  # the last fine-tune's failure, one line
         self.dialog: QProgressDialog | None = None
+        # Predictions of measured schedules by the model in use, kept between lines (only the new
+        # measurement is predicted after each one); written on the line thread only, replaced when the model changes.
+        self._predicted: dict[tuple[str, str], float] = {}
         self.label = QLabel("model error on your measurements: computing…")
         self.label.setObjectName("model_error_line")
         self.label.setWordWrap(True)
@@ -89,8 +93,8 @@ class ModelOnThisMachine(QObject):
 
     def refresh(self) -> None:
         """Recompute the error line off the GUI thread (a newer request supersedes an older)."""
-        db, threads = self.db_path, default_threads()
-        self.lines.submit(lambda _job: compute_line(db, threads), on_done=self._show_line)
+        db, threads, cache = self.db_path, default_threads(), self._predicted
+        self.lines.submit(lambda _job: compute_line(db, threads, cache), on_done=self._show_line)
 
     def _show_line(self, out: Outcome) -> None:
         if out.error is not None:
@@ -168,6 +172,7 @@ class ModelOnThisMachine(QObject):
         return had
 
     def _model_changed(self) -> None:
+        self._predicted = {}  # another model: every prediction anew (a running line keeps the old dict)
         default_choice.cache_clear()
         self.w.doc.repredict()
         self.refresh()

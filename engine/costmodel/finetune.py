@@ -195,34 +195,44 @@ def sample_error(model: TVMModel, samples: Sequence[Sample]) -> ErrorLine:
     return error_of(model.predict_samples(samples)[0], [s.time_ms for s in samples], [s.pipeline_hash for s in samples])
 
 
-def model_error(model: CostModel, db_path: str | Path, env: Environment, pipeline_hash: str | None = None) -> ErrorLine:
+def model_error(
+    model: CostModel,
+    db_path: str | Path,
+    env: Environment,
+    pipeline_hash: str | None = None,
+    cache: dict[tuple[str, str], float] | None = None,
+) -> ErrorLine:
     """The error line of `model` (any cost model: what the app predicts with) on every stored
     verified measurement of `env`'s machine and threads (of one pipeline when given): each
-    schedule predicted with `predict_many`, as the app does, against its stored median."""
+    schedule predicted with `predict_many`, as the app does, against its stored median.
+    `cache` (pipeline hash, schedule hash) -> predicted ms, kept by a caller that asks again
+    with the same model, is read and filled: only new measurements are predicted."""
     q = (
-        "SELECT m.pipeline_hash, p.json, s.json, m.median_ms FROM measurements m JOIN pipelines p ON p.hash = m.pipeline_hash "
-        "JOIN schedules s ON s.hash = m.schedule_hash WHERE m.target=? AND m.host=? AND m.threads=?"
+        "SELECT m.pipeline_hash, m.schedule_hash, m.median_ms FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
+        "WHERE m.target=? AND m.host=? AND m.threads=?"
     )
     args: tuple[Any, ...] = (env.target, env.host, env.threads)
     if pipeline_hash is not None:
         q, args = q + " AND m.pipeline_hash=?", (*args, pipeline_hash)
+    known = {} if cache is None else cache
     with Database(db_path) as db:
         rows = db.conn.execute(q + " ORDER BY m.pipeline_hash, m.schedule_hash", args).fetchall()
-    pred: list[float] = []
-    true: list[float] = []
-    groups: list[str] = []
-    by: dict[str, list[tuple[str, str, float]]] = {}
-    for ph, pj, sj, ms in rows:
-        by.setdefault(ph, []).append((pj, sj, float(ms)))
-    for ph, rs in by.items():
-        p = Pipeline.from_json(json.loads(rs[0][0]))
-        if p.content_hash() != ph:
-            continue  # stored by a build that hashed differently: not attributed to this pipeline
-        scheds = [Schedule.from_json(json.loads(sj)) for _, sj, _ in rs]
-        pred += [pr.total_ms for pr in model.predict_many(p, scheds)]
-        true += [ms for _, _, ms in rs]
-        groups += [ph] * len(rs)
-    return error_of(pred, true, groups)
+        missing: dict[str, list[str]] = {}
+        for ph, sh, _ in rows:
+            if (ph, sh) not in known:
+                missing.setdefault(ph, []).append(sh)
+        for ph, shs in missing.items():
+            p = Pipeline.from_json(json.loads(db.conn.execute("SELECT json FROM pipelines WHERE hash=?", (ph,)).fetchone()[0]))
+            if p.content_hash() != ph:
+                continue  # stored by a build that hashed differently: not attributed to this pipeline
+            scheds = [
+                Schedule.from_json(json.loads(db.conn.execute("SELECT json FROM schedules WHERE hash=?", (sh,)).fetchone()[0]))
+                for sh in shs
+            ]
+            for sh, pr in zip(shs, model.predict_many(p, scheds)):
+                known[(ph, sh)] = pr.total_ms
+    hit = [(ph, sh, float(ms)) for ph, sh, ms in rows if (ph, sh) in known]
+    return error_of([known[(ph, sh)] for ph, sh, _ in hit], [ms for _, _, ms in hit], [ph for ph, _, _ in hit])
 
 
 # --- fine-tuning ----------------------------------------------------------------------------
