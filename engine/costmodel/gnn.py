@@ -8,8 +8,17 @@ edges in both directions (a producer learns how it is consumed, a consumer what 
 reads), then a head gives each stage a log cost. The pipeline's predicted run time is
 the sum of its stages' costs (inlined stages cost nothing of their own: their work is in
 their consumers), so a prediction comes with a per-stage breakdown. Training minimizes
-the squared error of the log total (plus, optionally, a pairwise ranking loss between
-schedules of the same pipeline).
+the squared error of the log total, or Adams2019's relative-throughput loss, plus
+optionally pairwise (RankNet) and listwise (ListNet) ranking losses between schedules of
+the same pipeline.
+
+Options (`GNN_OPTIONS`, recorded in gnn.json; all off is the original network):
+`relative` adds to each edge the producer's schedule relative to its consumer's (what no
+per-stage model sees: the producer's tile against the consumer's, and more), `structure`
+passes messages along the schedule's containment / sibling / inlining relations too,
+`attention` weighs neighbours' messages, `readout` adds a graph-level term. All are
+derived from a sample's stored rows (features.py is not changed by them). The shipped GNN
+uses `relative` (README, "The GNN over 3 seeds": each option's measured effect).
 """
 
 from __future__ import annotations
