@@ -35,6 +35,7 @@ SLOW_MODULES = {
     "test_cluster",  # a real 2-node Ray cluster (~80 s)
     "test_cli_stored",  # measure --force / forget / autoschedule --out, 5 worker runs (~35 s loaded)
     "test_teaching_halide",  # 17 Halide compiles traced store by store (~20-50 s loaded)
+    "test_recipes_target",  # schedules for 3 targets on the zoo, 10 small pipelines measured (~10 s idle)
     "test_tuning_tune",  # whole-model tuning for real: 3 tuning runs and the tune command (~90 s at load 19, ~15 s idle)
     "test_tuning_cluster",  # tune on a real 2-node Ray cluster (~60 s loaded)
     "test_app_tuning",  # Tools → Tune Whole Model…: 3 real tuning runs through the dialog (~200 s at load 20, ~20 s idle)
