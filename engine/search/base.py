@@ -283,8 +283,11 @@ class SearchContext:
                 t0 = time.perf_counter()
                 m = self._measure_fn(self.p, t.schedule, force=True, **timeout)
                 self.measure_s += time.perf_counter() - t0
-                # a candidate that fails now is not confirmed
-                runs.append(m.median_ms if m.ok and m.verified and m.median_ms is not None else math.inf)
+                if m.ok and m.verified and m.median_ms is not None:
+                    runs.append(m.median_ms)
+                elif m.error_kind != "timeout":
+                    runs.append(math.inf)  # a candidate that fails now (wrong, crashed) is not confirmed
+                # a timeout says the machine is busy, not that the verified first run was wrong
             t.confirmed_ms = statistics.median(runs)
             confirmed.append((t.confirmed_ms, t))
         best = min(confirmed, key=lambda mt: mt[0], default=None)

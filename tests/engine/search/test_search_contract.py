@@ -121,3 +121,27 @@ def test_a_crashing_candidate_is_skipped(runner, strategy):
     assert len(failed) == 1 and failed[0].index == 1 and "SIGSEGV" in (failed[0].error or "")
     assert len(res.trials) == 4 and res.verified
     assert res.best_ms == min(t.measured_ms for t in res.trials if t.verified and t.measured_ms is not None)
+
+
+def test_confirmation_timeouts_keep_the_verified_best_and_wrong_results_drop_it() -> None:
+    # A busy machine makes the confirming re-measurements time out: the search still reports
+    # its verified best (not an infinite median). A re-measurement that is wrong unconfirms.
+    p = zoo.get("blur", "small")
+
+    def run(fail_kind: str):
+        first: dict[str, float] = {}
+
+        def fn(p_: Pipeline, s: Schedule, force: bool = False, timeout_s: float | None = None) -> Measurement:
+            m = analytic_measure(p_, s)
+            if not force:
+                first[s.content_hash()] = m.median_ms or 0.0
+                return m
+            return Measurement(p_.name, p_.content_hash(), s.content_hash(), False, error="busy", error_kind=fail_kind)
+
+        return run_search(p, "random", Budget(trials=6, wall_s=60), seed=3, model=AnalyticModel(), measure_fn=fn), first
+
+    res, first = run("timeout")
+    assert res.best_ms is not None and res.best_ms == min(first.values())
+    res, first = run("verification")
+    confirmed = [t for t in res.trials if t.confirmed_ms is not None]
+    assert confirmed and all(t.confirmed_ms == float("inf") for t in confirmed)
