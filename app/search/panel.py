@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QElapsedTimer, QModelIndex, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QShowEvent, QUndoStack
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QMessageBox, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QMessageBox, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from engine.costmodel import default_model
 from engine.measure import Measurement, autoscheduler_of
@@ -19,6 +19,7 @@ from ..model.document import Document
 from ..model.history import SessionHistory
 from ..performance import ERROR_COLOR, NEUTRAL_COLOR, OK_COLOR
 from .controls import SearchControls
+from .curves import CurvesDialog, CurvesError, load_result
 from .preview import CandidatePreview
 from .views import CandidateTable, SearchPlot, fmt_ms
 from .worker import ADAMS, SearchRequest, SearchService
@@ -78,6 +79,9 @@ class SearchPanel(QWidget):
         self.compare_button = QPushButton("Compare…")
         self.compare_button.setToolTip("The selected candidate beside the current schedule: per-stage diff, times and loop nests")
         self.compare_button.clicked.connect(self.compare_selected)
+        self.curves_button = QPushButton("Strategy curves…")
+        self.curves_button.setToolTip("Open a `bench strategies` result: the strategies' best-so-far curves for this pipeline")
+        self.curves_button.clicked.connect(self.open_curves)
         # Before Apply: the selected candidate's schedule diff and loop nest (nothing applied).
         self.preview = CandidatePreview()
         tables = QSplitter(Qt.Orientation.Horizontal)
@@ -86,6 +90,7 @@ class SearchPanel(QWidget):
         tables.setStretchFactor(0, 2)
         tables.setStretchFactor(1, 3)  # the preview's loop nest needs the width
         buttons = QHBoxLayout()
+        buttons.addWidget(self.curves_button)
         buttons.addStretch(1)
         buttons.addWidget(self.compare_button)
         buttons.addWidget(self.apply_button)
@@ -301,6 +306,24 @@ class SearchPanel(QWidget):
         return [(self.trial_label(t), t.schedule) for t in trials if t.verified]
 
     @Slot()
+    def open_curves(self, path: str | None = None) -> CurvesDialog | None:
+        """Show a `bench strategies` result's curves for the open pipeline (asks for the file
+        when no `path`); a file that is not such a result, or lacks this pipeline, is one
+        message saying so."""
+        if self.doc.pipeline is None:
+            return None
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Open a bench strategies result", "", "JSON (*.json)")
+            if not path:
+                return None
+        try:
+            dialog = CurvesDialog(load_result(path), self.doc.pipeline.name, self)
+        except CurvesError as exc:
+            QMessageBox.warning(self, "Strategy curves", str(exc))
+            return None
+        dialog.show()
+        return dialog
+
     def compare_selected(self) -> bool:
         t = self.table.selected_trial()
         if t is None or not self._belongs():

@@ -277,36 +277,39 @@ def bench_strategies(
         return out
 
     try:
-        for name in dict.fromkeys(names + (hw_names if measurements else [])):
-            p = zoo.get(name, size)
-            row: dict[str, Any] = {"stages": len(p.stages)}
-            if name in names and seeds > 0:
-                runs = {s: [] for s in strategies}  # type: dict[str, list[dict[str, Any]]]
-                for seed in range(seeds):  # seeds outside, strategies inside: all see the same load
-                    for s in strategies:
-                        r = model_run(p, s, cost_model, evals, seed, wall_s)
-                        runs[s].append(r)
-                        _log(f"{name} model {s} seed {seed}: best {r['best_ms']:.4g} ms in {r['evaluations']} evals, {r['wall_s']:.0f} s")
-                if verify_model:
-                    _verify(p, runs, runner, 1, min_time_s)
-                row["model"] = _summarize(runs, "evaluations", evals, False)
+        # The model objective: seeds outermost, then pipelines, strategies innermost, so a run
+        # that is stopped has every pipeline and strategy at the same number of seeds.
+        pipes = {name: zoo.get(name, size) for name in dict.fromkeys(names + (hw_names if measurements else []))}
+        model_runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {s: [] for s in strategies} for n in names}
+        for seed in range(seeds):
+            for name in names:
+                p = pipes[name]
+                for s in strategies:
+                    r = model_run(p, s, cost_model, evals, seed, wall_s)
+                    model_runs[name][s].append(r)
+                    _log(f"{name} model {s} seed {seed}: best {r['best_ms']:.4g} ms in {r['evaluations']} evals, {r['wall_s']:.0f} s")
+                row = results.setdefault(name, {"stages": len(p.stages)})
+                row["model"] = _summarize(model_runs[name], "evaluations", evals, False)
                 load.append(os.getloadavg())
-                results[name] = row
-                result(partial=True)
-            if measurements and name in hw_names:
-                hw = {s: [] for s in strategies}  # type: dict[str, list[dict[str, Any]]]
-                for seed in range(hw_seeds):
-                    for s in strategies:
-                        r = hardware_run(p, s, cost_model, measurements, seed, wall_s, runner)
-                        hw[s].append(r)
-                        _log(f"{name} hardware {s} seed {seed}: best {r['best_ms']} ms, {r['measurements']} measured, {r['wall_s']:.0f} s")
+                result(partial=True)  # not yet measured: "verified" is empty
+        for name in names if seeds > 0 and verify_model else []:
+            _verify(pipes[name], model_runs[name], runner, 1, min_time_s)
+            results[name]["model"] = _summarize(model_runs[name], "evaluations", evals, False)
+            result(partial=True)
+        for name in hw_names if measurements else []:
+            p = pipes[name]
+            row = results.setdefault(name, {"stages": len(p.stages)})
+            hw: dict[str, list[dict[str, Any]]] = {s: [] for s in strategies}
+            for seed in range(hw_seeds):
+                for s in strategies:
+                    r = hardware_run(p, s, cost_model, measurements, seed, wall_s, runner)
+                    hw[s].append(r)
+                    _log(f"{name} hardware {s} seed {seed}: best {r['best_ms']} ms, {r['measurements']} measured, {r['wall_s']:.0f} s")
                     row["hardware"] = _summarize({k: v for k, v in hw.items() if v}, "measurements", measurements, True)
-                    results[name] = row
                     result(partial=True)  # not yet re-measured: "verified" is empty
-                _verify(p, hw, runner, repeats, min_time_s)
-                row["hardware"] = _summarize(hw, "measurements", measurements, True)
-                load.append(os.getloadavg())
-            results[name] = row
+            _verify(p, hw, runner, repeats, min_time_s)
+            row["hardware"] = _summarize(hw, "measurements", measurements, True)
+            load.append(os.getloadavg())
     finally:
         runner.close()
     return result(partial=False)
@@ -324,8 +327,9 @@ def _summary(results: dict[str, Any], strategies: Sequence[str]) -> dict[str, An
         wins, winners = [], {}
         for n, row in rows.items():
             winners[n] = _winner(row, key)
-            learned = [row[s][key]["median_ms"] for s in strategies if s in LEARNED and row[s][key]["median_ms"] is not None]
-            others = [row[s][key]["median_ms"] for s in base if row[s][key]["median_ms"] is not None]
+            med = {s: row[s][key]["median_ms"] for s in strategies if s in row and row[s][key]["median_ms"] is not None}
+            learned = [v for s, v in med.items() if s in LEARNED]
+            others = [v for s, v in med.items() if s in base]
             if learned and others and min(learned) < min(others):
                 wins.append(n)
         out[obj] = {"by": key, "winner": winners, "learned_beats_all_baselines": wins, "pipelines": len(rows)}
@@ -352,7 +356,8 @@ def _table(results: dict[str, Any], strategies: Sequence[str], summary: dict[str
             for n, r in results.items():
                 if obj in r:
                     row = r[obj]
-                    lines.append(f"| {n} | " + " | ".join(_cell(row[s][key]) for s in strategies) + f" | {_winner(row, key)} |")
+                    cells = [_cell(row[s][key]) if s in row else "-" for s in strategies]
+                    lines.append(f"| {n} | " + " | ".join(cells) + f" | {_winner(row, key)} |")
             lines.append("")
         sm = summary[obj]
         lines.append(
