@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import segments
 from ..ir import Pipeline
-from ..schedule import Schedule, validate
+from ..schedule import Schedule, ScheduleError, validate
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,16 @@ def apply_tasks(p: Pipeline, base: Schedule, tasks: list[Task], chosen: dict[str
                 out.stages[real] = segments.renamed(s.of(canon), ren)
     validate(p, out)
     return out
+
+
+def transfer(s: Schedule, task: Task) -> Schedule | None:
+    """Another task's schedule `s` as a starting point for `task` (a similar one: same
+    operators, another shape; canonical stage names are the same): `s` itself where it
+    validates on `task`'s pipeline, else None."""
+    if set(s.stages) != set(task.start.stages):
+        return None
+    try:
+        validate(task.pipeline, s)
+    except (ScheduleError, ValueError):
+        return None
+    return Schedule(dict(s.stages), task.start.name)

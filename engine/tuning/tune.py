@@ -29,10 +29,10 @@ from ..database import Database
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
 from ..measure import Measurement, MeasureRunner
-from ..schedule import Schedule, ScheduleError, validate
+from ..schedule import Schedule
 from . import moves, records
 from .scheduler import GradientScheduler, TaskState
-from .tasks import Task, apply_tasks, extract_tasks
+from .tasks import Task, apply_tasks, extract_tasks, transfer
 
 # A candidate's measurement: short, a few runs (ranking needs no last percent; see search.JOB_OPTIONS).
 TRIAL_OPTIONS: dict[str, Any] = {"min_time_s": 0.1, "min_runs": 3, "warmup": 1, "profile": False}
@@ -114,10 +114,10 @@ class _TaskTuner:
         self.queue: list[tuple[str, Schedule]] = [("heuristic", task.start)]
 
     def add_start(self, source: str, s: Schedule) -> None:
-        try:
-            validate(self.task.pipeline, s)
-        except (ScheduleError, ValueError):
-            return  # a record that does not fit this task (another shape): not a start
+        got = transfer(s, self.task)
+        if got is None:
+            return  # a schedule that does not fit this task (another shape): not a start
+        s = got
         if s.content_hash() not in self.tried and all(s.content_hash() != q.content_hash() for _, q in self.queue):
             self.queue.append((source, s))
 
@@ -219,6 +219,10 @@ def tune(
             if ms is not None and (tu.best_ms is None or ms < tu.best_ms):
                 tu.best, tu.best_ms = s, ms
                 res.best_ms, res.best_from = ms, src
+                if src != "heuristic":  # a result transfers to similar tasks (same operators, other shapes) as a start
+                    for other in tuners:
+                        if other is not tu and other.task.signature == tu.task.signature:
+                            other.add_start("similar", s)
             if db is not None and tu.best_ms is not None:  # after every trial: the count is part of the record
                 records.save(db, tasks[i].key, where, tasks[i].signature, tu.best_ms, res.trials + res.resumed_trials, tu.best)
             est = estimate()

@@ -12,6 +12,7 @@ from engine.heuristic import heuristic_schedule
 from engine.schedule import Kind, validate
 from engine.tuning import apply_tasks, extract_tasks
 from engine.tuning.moves import MOVES, neighbours, propose, same_recipe
+from engine.tuning.tasks import transfer
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +77,24 @@ def test_moved_task_schedules_compute_the_same_outputs(net):
     for s in neighbours(t.pipeline, t.start, random.Random(7), 3, steps=2):
         _, v = api.run_once(t.pipeline, s)
         assert v.ok, v.message
+
+
+def test_a_schedule_transfers_to_a_similar_task_of_another_shape():
+    from engine.ops import Builder
+
+    b = Builder("two_widths")
+    x = b.input("input", (1, 8, 16, 16))
+    x = b.activation("relu_a", b.conv2d("conv_a", x, b.input("wa", (8, 8, 3, 3)), b.input("ba", (8,)), pad=1), "relu")
+    x = b.activation("relu_b", b.conv2d("conv_b", x, b.input("wb", (16, 8, 3, 3)), b.input("bb", (16,)), pad=1), "relu")
+    p = b.build([x])
+    tasks = extract_tasks(p, heuristic_schedule(p))
+    a, c = (next(t for t in tasks if any(s.startswith(f"conv_{k}") for s in t.occurrences[0].stages)) for k in "ab")
+    assert a.key != c.key and a.signature == c.signature  # same operators, other shapes
+    got = transfer(a.start, c)
+    assert got is not None
+    validate(c.pipeline, got)
+    _, v = api.run_once(c.pipeline, got)
+    assert v.ok, v.message
+    net_p = repeated_net()
+    other = next(t for t in extract_tasks(net_p, heuristic_schedule(net_p)) if t.signature != a.signature)
+    assert transfer(other.start, a) is None  # other operators: no stage names in common
