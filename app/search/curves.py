@@ -136,7 +136,7 @@ class CurvesDialog(QDialog):
 
     def __init__(self, result: dict[str, Any], pipeline: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.result, self.pipeline = result, pipeline
+        self.data, self.pipeline = result, pipeline
         self.setWindowTitle(f"Strategy curves: {pipeline}")
         row = result["pipelines"].get(pipeline, {})
         objectives = [o for o in OBJECTIVES if o in row]
@@ -174,7 +174,7 @@ class CurvesDialog(QDialog):
 
     def redraw(self) -> None:
         obj, axis = self.objective.currentData(), self.axis.currentData()
-        self.chart.set_curves(curves_of(self.result, self.pipeline, obj, axis), axis, f"{self.pipeline}, {OBJECTIVES[obj]}")
+        self.chart.set_curves(curves_of(self.data, self.pipeline, obj, axis), axis, f"{self.pipeline}, {OBJECTIVES[obj]}")
 
 
 def _settings_text(result: dict[str, Any]) -> str:

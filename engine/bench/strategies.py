@@ -104,10 +104,10 @@ def grid(n: int, points: int = GRID_POINTS) -> list[int]:
     return sorted({max(1, min(n, round(v))) for v in np.geomspace(1, n, points)} | {n})
 
 
-def band(curves: list[list[float]], xs: list[int]) -> dict[str, list[float | None]]:
+def band(curves: list[list[float]], xs: list[int]) -> dict[str, list[Any]]:
     """Median and quartiles across runs of the curves sampled at counts `xs` (1-based: a
     curve's value after x evaluations; a run that stopped earlier keeps its last value)."""
-    out: dict[str, list[float | None]] = {"x": list(xs), "median": [], "q1": [], "q3": []}  # type: ignore[dict-item]
+    out: dict[str, list[Any]] = {"x": list(xs), "median": [], "q1": [], "q3": []}
     for x in xs:
         vals = [c[min(x, len(c)) - 1] for c in curves if c]
         vals = [v for v in vals if math.isfinite(v)]
@@ -173,8 +173,9 @@ def _eval_curve(steps: list[tuple[int, float | None]], n: int) -> list[float]:
     out, k, best = [], 0, math.inf
     for x in range(1, n + 1):
         while k < len(steps) and steps[k][0] <= x:
-            if steps[k][1] is not None:
-                best = min(best, steps[k][1])
+            v = steps[k][1]
+            if v is not None:
+                best = min(best, v)
             k += 1
         out.append(best)
     return out

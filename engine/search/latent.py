@@ -16,6 +16,7 @@ process's global torch random state is left as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class Autoencoder:
     def __post_init__(self) -> None:
         if self.n < 1 or self.params.dim < 1:
             raise ValueError(f"autoencoder: input and latent sizes must be positive, got n={self.n}, dim={self.params.dim}")
-        self._net = None
+        self._net: tuple[Any, Any] | None = None  # (encoder, decoder) torch modules once fitted
 
     @property
     def lo(self) -> np.ndarray:
