@@ -41,6 +41,7 @@ SLOW_MODULES = {
     "test_app_tuning",  # Tools → Tune Whole Model…: 3 real tuning runs through the dialog (~200 s at load 20, ~20 s idle)
     "test_onnx_conformance",  # the onnx package's 140 backend model tests, 126 compiled by Halide (~50 s loaded)
     "test_bench_strategies",  # real searches on the model objective and 3 hardware measurements per strategy
+    "test_value_offline",  # trains the value function's GNN and LSTM on a fixed set, greedy with the shipped V (~10 s idle)
 }  # fmt: skip
 SLOW_TESTS = {  # the few multi-second tests of otherwise quick modules (real compiles in a loop, whole sessions)
     "test_random_pipeline_samples_compile_and_verify", "test_a_crashing_measurement_is_shown_and_the_app_keeps_working",
