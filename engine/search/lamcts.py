@@ -356,7 +356,9 @@ class _Space:
         self.fitted_on = 0
         if prm.latent > 0:
             t = time.perf_counter()
-            self.unlabeled = [encode(pool.enc, sample_schedule(ctx.p, ctx.rng, "lamcts")) for _ in range(prm.n_unlabeled)]
+            for _ in range(prm.n_unlabeled):
+                ctx.check()  # a prompt cancel: sampling a few hundred schedules takes a while on big pipelines
+                self.unlabeled.append(encode(pool.enc, sample_schedule(ctx.p, ctx.rng, "lamcts")))
             self.ae = Autoencoder(pool.enc.dim, AutoencoderParams(dim=prm.latent), seed=ctx.rng.randrange(2**31))
             ctx.charge_model_time(time.perf_counter() - t)
 
