@@ -61,7 +61,7 @@ def analytic_measure(p: Pipeline, s: Schedule) -> Measurement:
 
 
 def test_every_registered_strategy_is_covered() -> None:
-    assert set(ALL) >= {"greedy", "beam", "random", "lamcts", "evolution"}
+    assert set(ALL) >= {"greedy", "beam", "random", "lamcts", "evolution", "plalam", "cmaes"}
 
 
 @pytest.mark.parametrize("strategy", ALL)
