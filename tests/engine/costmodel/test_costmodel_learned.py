@@ -108,21 +108,7 @@ def test_a_pipeline_whose_stored_hash_no_longer_matches_is_skipped(tmp_path, cap
     assert "0123456789abcdef" in capsys.readouterr().err
 
 
-# --- models on a tiny synthetic dataset -------------------------------------------------
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """6 random pipelines x 6 schedules, timed by the analytic model (no measuring), in a database."""
-    path = tmp_path_factory.mktemp("cm") / "syn.sqlite"
-    model = AnalyticModel(2)
-    with Database(path) as db:
-        for seed in range(6):
-            p = random_pipeline(seed, max_stages=5)
-            rng = random.Random(seed)
-            for s in [default_schedule(p)] + [sample_schedule(p, rng) for _ in range(5)]:
-                _fake(db, p, s, model.predict(p, s).total_ms)
-    return path
-
-
+# --- models on a tiny synthetic dataset (the `synthetic` fixture: conftest.py) ---------------
 def test_three_models_train_predict_and_round_trip(synthetic, tmp_path):
     samples = D.load(synthetic)
     assert len(samples) == 36

@@ -5,7 +5,6 @@ evaluation (mean and spread of every metric)."""
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ import torch
 
 from engine.costmodel import dataset as D
 from engine.costmodel import features as F
-from engine.costmodel.analytic import AnalyticModel
 from engine.costmodel.dataset import sample_of
 from engine.costmodel.evaluate import METRICS, evaluate
 from engine.costmodel.gnn import (
@@ -31,11 +29,7 @@ from engine.costmodel.gnn import (
 )
 from engine.costmodel.targets import targets_of
 from engine.costmodel.train import train_all
-from engine.database import Database
-from engine.measure import Measurement
 from engine.ops import Builder
-from engine.randpipe import random_pipeline
-from engine.sampler import sample_schedule
 from engine.schedule import S, default_schedule
 
 ALL = {"relative": True, "structure": True, "attention": True, "readout": True}
@@ -102,25 +96,6 @@ def test_pipeline_relative_losses():
     assert listwise_loss(y, y, g) < min(listwise_loss(3 * y, y, g), listwise_loss(y / 3, y, g))
     assert listwise_loss(y + torch.tensor([5.0, 5, 5, -2, -2]), y, g).item() == pytest.approx(listwise_loss(y, y, g).item())
     assert listwise_loss(y[:1], y[:1], g[:1]).item() == 0.0  # a pipeline alone has nothing to rank against
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """6 random pipelines x 6 schedules timed by the analytic model (no measuring)."""
-    path = tmp_path_factory.mktemp("gs") / "syn.sqlite"
-    model = AnalyticModel(2)
-    with Database(path) as db:
-        for seed in range(6):
-            p = random_pipeline(seed, max_stages=5)
-            rng = random.Random(seed)
-            for s in [default_schedule(p)] + [sample_schedule(p, rng) for _ in range(5)]:
-                db.put_pipeline(p.content_hash(), p.name, p.to_json())
-                db.put_schedule(s.content_hash(), s.to_json())
-                ms = model.predict(p, s).total_ms
-                db.record(
-                    Measurement(p.name, p.content_hash(), s.content_hash(), True, True, median_ms=ms, target="t", host="h", threads=1)
-                )
-    return path
 
 
 @pytest.mark.parametrize("loss", ["mse+adams", "listwise"])
