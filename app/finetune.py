@@ -64,6 +64,7 @@ class ModelOnThisMachine(QObject):
         self.lines = Background("model error", latest_only=True, parent=self)
         self.tuner = Background("fine-tune", parent=self)
         self.state: LineState | None = None
+        self.closed = False  # after shutdown: a refresh still queued (the first line's timer) does nothing
         self.result: dict[str, Any] | None = None  # the last fine-tune's report
         self.error = ""  # the last fine-tune's failure, one line
         self.dialog: QProgressDialog | None = None
@@ -93,6 +94,8 @@ class ModelOnThisMachine(QObject):
 
     def refresh(self) -> None:
         """Recompute the error line off the GUI thread (a newer request supersedes an older)."""
+        if self.closed:
+            return
         db, threads, cache = self.db_path, default_threads(), self._predicted
         self.lines.submit(lambda _job: compute_line(db, threads, cache), on_done=self._show_line)
 
@@ -178,6 +181,7 @@ class ModelOnThisMachine(QObject):
         self.refresh()
 
     def shutdown(self) -> None:
+        self.closed = True
         self.tuner.shutdown()
         self.lines.shutdown()
 
