@@ -38,6 +38,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..costmodel import CostModel, default_model
 from ..ir import Pipeline
@@ -46,7 +47,9 @@ from ..schedule import Schedule
 from .base import Budget, SearchContext, Trial
 from .space import measure_seed, order, stage_options, with_decision
 from .value import Completer, ValueFunction, prefix
-from .value_offline import K_GREEDY, OfflineValue, shipped_value, value_greedy
+
+if TYPE_CHECKING:  # value_offline imports torch (2.5 s): loaded when zero-measurement greedy runs, not with the CLI
+    from .value_offline import OfflineValue
 
 KIDS_PER_PASS = 72  # options per stage = this / stages, within [K_MIN, K_MAX]
 K_MIN, K_MAX = 4, 16
@@ -128,13 +131,15 @@ def greedy_value_search(ctx: SearchContext) -> None:
     run_charged(ctx, body)
 
 
-def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int = K_GREEDY) -> Schedule:
+def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None) -> Schedule:
     """Decide every stage of `ctx.p` with the offline value function alone, from an empty
-    schedule (randomness: ctx.rng; cancel and pause: ctx.check); measures nothing. The time
-    is charged to ctx's model time."""
+    schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` options per stage
+    (default value_offline.K_GREEDY); measures nothing. The time is charged to ctx's model time."""
+    from .value_offline import K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
+
     t = time.perf_counter()
     try:
-        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, k, check=ctx.check)
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, K_GREEDY if k is None else k, check=ctx.check)
     finally:
         ctx.charge_model_time(time.perf_counter() - t)
     s.name = "greedy (0 measurements)"
@@ -166,6 +171,8 @@ def zero_measure_search(
 ) -> ZeroMeasureResult:
     """`zero_measure` in a context of its own with a budget of 0 measurements (its measure
     function refuses to run)."""
+    from .value_offline import shipped_value  # noqa: PLC0415
+
     v = value or shipped_value()
     ctx = SearchContext(p, model or default_model(), measure_fn, Budget(trials=0, wall_s=wall_s), seed, strategy="greedy")
     s = zero_measure(ctx, v)
