@@ -31,9 +31,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightgbm as lgb
 import numpy as np
 
 from .. import api
@@ -46,7 +45,9 @@ from . import features as F
 from .dataset import JOB_OPTIONS, Sample, environments, label_weights, load
 from .evaluate import mean_kendall_tau
 from .files import finetuned_dir, model_environment, new_version, read_json, reset_finetuned, write_json
-from .trees import TVMModel, pack_sum_objective, stage_rows
+
+if TYPE_CHECKING:  # trees imports LightGBM (2.7 s): loaded when a model is, not when the app starts
+    from .trees import TVMModel
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -238,6 +239,8 @@ def model_error(
 # --- fine-tuning ----------------------------------------------------------------------------
 def base_model() -> tuple[TVMModel, Environment | None]:
     """The shipped trees (the warm start) and the environment they were trained on."""
+    from .trees import TVMModel  # noqa: PLC0415
+
     env = model_environment(SHIPPED, "tvm")
     return TVMModel.load(SHIPPED), Environment.of(env) if env else None
 
@@ -264,6 +267,10 @@ def fine_tune(
     untouched. A base already fine-tuned for another machine refuses `env`'s data unless
     `allow_other_host`. Each label is weighted by its reliability (dataset.label_weights).
     `params` override LightGBM's (learning_rate, num_leaves, ...)."""
+    import lightgbm as lgb  # noqa: PLC0415
+
+    from .trees import TVMModel, pack_sum_objective, stage_rows  # noqa: PLC0415
+
     if not train:
         raise ValueError("no measurements to fine-tune on")
     prior = base.config.get("finetuned_for")
@@ -318,6 +325,8 @@ def load_finetuned(env: Environment, root: Path | None = None, allow_other_host:
     d = finetuned_dir(root)
     if d is None:
         return None
+    from .trees import TVMModel  # noqa: PLC0415
+
     model = TVMModel.load(d)
     prior = model.config.get("finetuned_for")
     check_host(env, Environment.of(prior) if prior else None, f"fine-tuned model {d}", allow_other_host)
