@@ -87,6 +87,7 @@ class _Heuristic:
         self.inline: set[str] = set()
         self.anchor_of: dict[str, str] = {}  # anchor -> the reduction blocked at its tiles
         self.blocked: dict[str, str] = {}  # reduction -> its anchor
+        self.also: dict[str, list[str]] = {}  # anchor -> more convs blocked at its tiles (a residual add of two)
         # Where a stage's producers may be computed: (root stage, loop), or None for "at root".
         self.host: dict[str, tuple[str, str] | None] = {}
 
@@ -110,12 +111,34 @@ class _Heuristic:
             if a not in self.anchor_of and self._anchor_ok(r, a, between):
                 best = (a, between)
         if best is None:
+            self._pick_second(r)
             return
         a, between = best
         self.anchor_of[a], self.blocked[r] = r, a
         for b in between:
             self.inline.add(b)
             self.rules[b] = f"inline into {a} (between {r} and the tiles it is blocked at)"
+
+    def _pick_second(self, r: str) -> None:
+        """A conv whose values all go, pointwise, into the anchor of another conv of its
+        shape through stages already inlined there (ResNet's residual add of a bottleneck's
+        last conv and its downsampling conv): blocked at the same tiles (conv_block's `also`)."""
+        p, st = self.p, self.p.stage(r)
+        if st.op != "conv2d":
+            return
+        for a, first in self.anchor_of.items():
+            if p.stage(first).op != "conv2d" or p.stage(first).shape != st.shape or a not in p.downstream(r):
+                continue
+            between = (p.downstream(r) & _ancestors(p, a)) - {a}
+            if not between <= self.inline or not set(p.consumers(r)) <= between | {a}:
+                continue
+            if any(not set(p.consumers(g)) <= between | {a} for g in between):
+                continue
+            group = between | {a}
+            if all(_identity(x, p.stage(g).dims) for g in group for x in E.accesses(p.stage(g).value) if x.source in between | {r}):
+                self.also.setdefault(a, []).append(r)
+                self.blocked[r] = a
+                return
 
     def _anchor_ok(self, r: str, a: str, between: Set[str]) -> bool:
         p, shape = self.p, self.p.stage(r).shape
@@ -170,7 +193,8 @@ class _Heuristic:
             if self._try(n, lambda: self._block(n)):
                 return
             r = self.anchor_of.pop(n)  # the recipe does not apply: both fall back to simpler rules
-            del self.blocked[r]
+            for b in (r, *self.also.pop(n, ())):
+                del self.blocked[b]
         h = self._single_host(n)
         if h is not None and self._try(n, lambda: self._at_host(n, h)):
             return
@@ -202,7 +226,11 @@ class _Heuristic:
         shape = p.shape_of(a)
         if p.stage(r).op == "conv2d":
             # The register block (channels x x vectors) from the target's accumulators (recipes.conv_blocking).
-            strip, recipe = conv_block(self.s, p, r, a, target=self.vt), "conv_block"
+            also = tuple(self.also.get(a, ()))
+            strip, recipe = conv_block(self.s, p, r, a, target=self.vt, also=also), "conv_block"
+            for b in also:
+                self.host[b] = (a, strip)
+                self.rules[b] = f"register-blocked at tiles of {a} with {r} (conv_block)"
         else:
             panel = fit(64, max(8, shape[-2] // 4))  # at least 4 row panels where rows allow
             strip, recipe = matmul_block(self.s, p, r, a, panel=panel, target=self.vt), "matmul_block"

@@ -25,10 +25,12 @@ Why these recipes (timed on a 2-core AVX-512 machine; details with each function
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from . import expr as E
 from .ir import Pipeline
+from .loops import MAX_UNROLL
 from .schedule import S, Schedule
 
 VEC = 16  # float32 lanes of an AVX-512 vector (the recipes' lanes come from VectorTarget.lanes)
@@ -277,7 +279,9 @@ def matmul_block(
     return io
 
 
-def conv_blocking(c: int, w: int, target: str | VectorTarget | None = None, lanes: int | None = None) -> tuple[int, int]:
+def conv_blocking(
+    c: int, w: int, target: str | VectorTarget | None = None, lanes: int | None = None, max_xvecs: int | None = None
+) -> tuple[int, int]:
     """The register block of a conv with `c` output channels at output width `w`:
     (channels, vectors along x), chosen for FMAs per load times the share of x lanes
     that are useful. A block of ch x xv accumulators takes ch broadcasts of a weight and
@@ -285,19 +289,47 @@ def conv_blocking(c: int, w: int, target: str | VectorTarget | None = None, lane
     x is covered by blocks of xv vectors (the last shifted inwards, a short row rounded
     up). AVX-512 at W=56: 4 x 4 zmm (the block measured best there); AVX2 at W=56:
     4 x 3 ymm (measured ~15% faster than 2 x 4 and 6 x 2, ~20% than 1 x 7, on Zen 3).
-    `lanes`: the vector width when not the target's (narrower vectors that divide W)."""
-    vt = vector_target(target)
+    `lanes`: the vector width when not the target's (narrower vectors that divide W);
+    `max_xvecs`: at most this many vectors per block (blocks that must stay inside the row)."""
+    return _blocking(c, w, vector_target(target), lanes, max_xvecs)[1:]
+
+
+def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: int | None) -> tuple[float, int, int]:
+    """(score, channels, x vectors) of conv_blocking; the score is FMAs per load times the
+    useful share of the lanes computed."""
     vw = lanes or fit(vt.lanes, w)
     nvec = ceil_div(w, vw)
     best: tuple[float, int, int] = (0.0, 1, 1)
     ch = 1
     while ch <= min(c, vt.accumulators):
-        for xv in range(1, min(nvec, vt.accumulators // ch) + 1):
+        for xv in range(1, min(nvec, max_xvecs or nvec, vt.accumulators // ch) + 1):
             covered = nvec * vw if xv == nvec else ceil_div(w, xv * vw) * xv * vw
             score = ch * xv / (ch + xv) * w / covered
             best = max(best, (score, ch, xv))
         ch *= 2
-    return best[1], best[2]
+    return best
+
+
+def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget) -> tuple[int, bool]:
+    """The vector width of a conv's x blocks and whether they must stay inside the row
+    (x blocks of whole vectors, the last shifted inwards) because rounding the row up
+    would read past an input. Otherwise the row rounds up to whole vectors (a row shorter
+    than the lanes to one vector). When rounding up would over-read, of narrower vectors
+    that divide W (full rows) and full vectors in blocks inside the row, the one with more
+    useful lanes x FMAs per load (AVX2 at W=28: 8-lane blocks of 2 vectors over 4-lane
+    ones; W=14: 8 lanes over 2; W=7: 4 lanes in two overlapping blocks over scalars)."""
+    vw = min(vt.lanes, 1 << max(0, (w - 1).bit_length()))  # a row shorter than the lanes: one vector
+    extra = ceil_div(w, vw) * vw - w
+    if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
+        return vw, False
+    narrow = dividing(vt.lanes // 2, w)
+    inside = fit(vt.lanes, w)
+    nvec = ceil_div(w, narrow)
+    if nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
+        return narrow, False  # conv_block's narrow full-row block (AVX-512 at W=56: 3 x 7 zmm, measured there)
+    if _blocking(c, w, vt, inside, w // inside)[0] * inside > _blocking(c, w, vt, narrow, None)[0] * narrow:
+        return inside, True
+    return narrow, False
 
 
 def conv_block(
@@ -308,8 +340,11 @@ def conv_block(
     chans: int | None = None,
     target: str | VectorTarget | None = None,
     xvecs: int | None = None,
+    also: tuple[str, ...] = (),
 ) -> str:
     """`out[n, c, y, x]` reads `conv[n, c, y, x]` pointwise; `conv` sums over (rc,) ry, rx.
+    `also`: more convs `out` reads pointwise (a residual add of two convs: a bottleneck's
+    last conv and its downsampling one), each computed at the same tile with the same block.
 
     `out` is tiled into chans x 1 row x full-width tiles (x split by the full width so
     the tile size is a constant), parallel over rows. `conv` is computed per tile with
@@ -326,15 +361,13 @@ def conv_block(
     shape = p.shape_of(out)
     c, w = shape[-3], shape[-1]
     oc, oy, ox = (_dim(p, out, k) for k in (-3, -2, -1))
-    cc, cx = _dim(p, conv, -3), _dim(p, conv, -1)
-    vw = fit(vt.lanes, w)
-    if w % vw and widening_overreads(p, conv, cx, ceil_div(w, vw) * vw - w):
-        # Rounding up would read past the end of an input buffer: vectors that divide
-        # the width instead (the block then has more of them).
-        vw = dividing(vt.lanes // 2, w)
+    vw, inside = _x_vectors(p, (conv, *also), c, w, vt)
     nvec = ceil_div(w, vw)
     narrowed = vw < fit(vt.lanes, w)
-    if chans is None and narrowed and nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
+    if inside:  # blocks of whole vectors inside the row, the last shifted inwards
+        nvec = w // vw
+        chans, xv = (chans, min(nvec, max(1, vt.block_limit // chans))) if chans else conv_blocking(c, w, vt, vw, nvec)
+    elif chans is None and narrowed and nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
         # Narrow vectors, full rows, as many channels as leave 8 registers (AVX-512: 3 x 7
         # zmm at W=56, as measured there); where that block is small (AVX2: 1 x 7), the model.
         chans, xv = (vt.block_limit - 4) // nvec, nvec
@@ -346,14 +379,33 @@ def conv_block(
     nvec = min(nvec, xvecs or xv)
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
     co, ci, xo = f"{oc}o", f"{oc}i", f"{ox}o"
-    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
-    # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
-    # (possibly denormal) memory.
-    S(s, conv).compute_at(out, co).split(cx, cx, f"{cx}_v", vw, tail="round_up").vectorize(f"{cx}_v")
-    rvars = [d.name for d in p.stage(conv).rdom]
-    u = S(s, conv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
-    u.reorder(f"{cx}_v", f"{cx}_u", cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u").unroll(cc)
-    return xo
+    # Where the weights outweigh the output plane (ResNet's stages 2-4, the 1x1 convs of
+    # 1024-2048 channels at 14x14 and 7x7), a channel block's weights are reused across
+    # every row (channels outermost, parallel; each tile at the x block loop). Otherwise
+    # each row is a parallel strip with all channels inside it (the input row reused).
+    taps = math.prod(d.extent for d in p.stage(conv).rdom[1:])
+    if c * taps > shape[-2] * w and c // cb > 1:
+        S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, xo, oy, co).vectorize(ox, vw).parallel(co)
+        at, strip = xo, co
+    else:
+        S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
+        at, strip = co, xo
+    for cv in (conv, *also):
+        cc, cx = _dim(p, cv, -3), _dim(p, cv, -1)
+        # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
+        # (possibly denormal) memory.
+        S(s, cv).compute_at(out, at).split(cx, cx, f"{cx}_v", vw, tail="round_up").vectorize(f"{cx}_v")
+        rvars = [d.name for d in p.stage(cv).rdom]
+        u = S(s, cv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
+        u.reorder(f"{cx}_v", f"{cx}_u", cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u")
+        # The channel loop has cb iterations at the tile; validation bounds an unroll by the
+        # stage's declared extent, so more channels than an unroll may have (1024 in ResNet-50's
+        # stage 3) are unrolled as a split by cb (an outer loop of one iteration).
+        if c > MAX_UNROLL:
+            u.unroll(cc, cb)
+        else:
+            u.unroll(cc)
+    return strip
 
 
 def dense_output(
