@@ -8,8 +8,10 @@ renders as pseudo-code. The GUI, the features and the teaching views all read th
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +24,7 @@ from .loops import LRU as LRU  # the per-pipeline caches, defined with the loops
 from .loops import cache_stats as cache_stats
 from .loops import clear_caches as clear_caches
 from .loops import pipeline_cache as pipeline_cache
-from .schedule import Kind, Schedule, definition_loops, validate
+from .schedule import Kind, Schedule, StageSchedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
 
@@ -229,6 +231,8 @@ def substitute_inlined(p: Pipeline, is_inlined: Callable[[str], bool], e: E.Expr
 
 # Entries per pipeline. A placement is ~1 KB, a region ~100 B, an expression summary ~1 KB.
 PLACEMENT_CACHE = 20_000
+RECENT_NESTS = 2  # nests per pipeline a new one may start from (the last built: a search's parent or sibling)
+_KINDS = {Kind.COMPUTE_INLINE: "inline", Kind.COMPUTE_ROOT: "root", Kind.COMPUTE_AT: "at"}
 REGION_CACHE = 100_000
 EXPR_CACHE = 20_000
 _NONE = ()  # a cached "nothing" (LRU.get returns None for a miss)
@@ -246,7 +250,17 @@ class _Caches:
         self.accesses: LRU[tuple, dict] = LRU(EXPR_CACHE)  # (expression, index forms, closure) -> access forms
         self.groups: LRU[tuple, tuple] = LRU(EXPR_CACHE)  # (stage, source, closure) -> per-axis index groups
         self.ids = itertools.count()
+        self.names = tuple(s.name for s in p.stages)
+        self.pos = {n: k for k, n in enumerate(self.names)}
+        self.topo = tuple(p.stage_order)
+        self.topo_rank = {n: k for k, n in enumerate(self.topo)}
+        self.recent: list[_Nest] = []  # the last nests built whole, newest first
         self.producers = {s.name: tuple(p.producers(s.name)) for s in p.stages}
+        self.readers: dict[str, list[str]] = {s.name: [] for s in p.stages}  # who absorbs a stage when it is inlined
+        for s in p.stages:
+            for prod in self.producers[s.name]:
+                if prod in self.readers:
+                    self.readers[prod].append(s.name)
         self.consumers = {s.name: tuple(c for c in p.consumers(s.name) if c in p.stage_map) for s in p.stages}
         self.dims = {s.name: tuple(d.name for d in s.dims) for s in p.stages}
         self.vars = {s.name: tuple(d.name for d in s.dims + s.rdom) for s in p.stages}
@@ -283,6 +297,21 @@ class _Caches:
 
     def new_id(self) -> int:
         return next(self.ids)
+
+    def parent_of(self, ss: tuple[StageSchedule, ...]) -> tuple[_Nest, list[str]] | None:
+        """A recent nest whose schedule differs from `ss` (stage schedules in stage order) in
+        at most a quarter of the stages, and those stages; None when there is none."""
+        limit = max(2, len(ss) // 4)
+        for q in self.recent:
+            differ = [k for k, a, b in zip(itertools.count(), ss, q.ss) if a is not b]  # shared values: the common case
+            if len(differ) <= 4 * limit:
+                changed = [self.names[k] for k in differ if ss[k] != q.ss[k]]
+                if len(changed) <= limit:
+                    return q, changed
+        return None
+
+    def remember(self, nest: _Nest) -> None:
+        self.recent = [nest, *self.recent[: RECENT_NESTS - 1]]
 
 
 @dataclass(frozen=True)
@@ -387,38 +416,55 @@ class _Nest:
             validate(p, sched)
         self.p, self.sched = p, sched
         c = self.c = pipeline_cache(p, "loopnest", lambda: _Caches(p))
+        # The stage schedules as built (a Schedule is mutable; these are not): what a later
+        # nest compares itself with to start from this one.
+        self.ss = tuple(map(sched.of, c.names))
+        self.parent: weakref.ref[_Nest] | None = None
+        self.dirty: frozenset[str] | None = None  # stages whose stage_key may differ from the parent's
+        self.derived: dict[str, object] = {}  # what readers (the models) derive from this nest
+        if only is None:
+            found = c.parent_of(self.ss)
+            if found is not None and self._from_parent(*found):
+                c.remember(self)
+                return
+        self._full(only)
+        if only is None:
+            c.remember(self)
+
+    def _new_placement(self, name: str, ss: StageSchedule) -> Placement:
+        comp, st = ss.compute(), ss.store()
+        kind = _KINDS[comp.kind]
+        return Placement(
+            name, kind, (L.need(comp.consumer), L.need(comp.loop)) if kind == "at" else None,
+            (L.need(st.consumer), L.need(st.loop)) if st and st.kind == Kind.STORE_AT else None,
+        )  # fmt: skip
+
+    def _full(self, only: frozenset[str] | None) -> None:
+        p, c = self.p, self.c
         pl: dict[str, Placement] = {}
         self.pl = pl
-        self.at_of: dict[str, list[str]] = {}  # consumer -> stages computed at its loops, in stage order
         self.store_root: set[str] = set()
-        kinds = {"compute_inline": "inline", "compute_root": "root", "compute_at": "at"}
-        for s in p.stages:
-            ss = sched.of(s.name)
-            comp, st = ss.compute(), ss.store()
-            kind = kinds[comp.kind]
-            pl[s.name] = Placement(
-                s.name, kind, (L.need(comp.consumer), L.need(comp.loop)) if kind == "at" else None,
-                (L.need(st.consumer), L.need(st.loop)) if st and st.kind == Kind.STORE_AT else None,
-            )  # fmt: skip
-            if kind == "at":
-                self.at_of.setdefault(L.need(comp.consumer), []).append(s.name)
+        for name, ss in zip(c.names, self.ss):
+            pl[name] = self._new_placement(name, ss)
+            st = ss.store()
             if st is not None and st.kind == Kind.STORE_ROOT:
-                self.store_root.add(s.name)
+                self.store_root.add(name)
+        # consumer -> stages computed (stored) at its loops, in stage order
+        self.at_of: dict[str, list[str]] = {}
+        self.stored_at_of: dict[str, list[str]] = {}
+        self._index_sites()
         self.inlined = frozenset(n for n, q in pl.items() if q.compute == "inline")
         for s in p.stages:  # who absorbs each inlined stage
             for prod in c.producers[s.name]:
                 if prod in self.inlined:
                     pl[prod].inlined_into.append(s.name)
-        closure: dict[str, frozenset[str]] = {}
-        empty: frozenset[str] = frozenset()
-        for name in _topo(p):  # producers first
-            parts = [closure[q] | {q} for q in c.producers[name] if q in self.inlined]
-            closure[name] = empty if not parts else parts[0].union(*parts[1:])
-        self.closure = closure
+        self.closure = self._closures()
         self.pid: dict[str, int] = {}
         self.loop_index: dict[str, dict[str, int]] = {}
         self._keys: dict[str, Hashable] = {}
-        self._regions: dict[tuple[str, str, int], tuple[int, ...]] = {}
+        # Regions per consumer: (producer, loop index) -> extents (a consumer's are shared
+        # with a nest built from this one while its loops and what is computed there stay).
+        self._regions: dict[str, dict[tuple[str, int], tuple[int, ...]]] = {}
         self._simple_memo: dict[str, bool] = {}  # features, the analytic model and edges ask the same
         self._stored: dict[str, list[str]] | None = None
         # Consumers before producers: a compute_at region depends on the consumer's loops.
@@ -426,6 +472,153 @@ class _Nest:
             if (only is not None and name not in only) or pl[name].compute == "inline":
                 continue
             self._place(name)
+
+    def _closures(self) -> dict[str, frozenset[str]]:
+        closure: dict[str, frozenset[str]] = {}
+        empty: frozenset[str] = frozenset()
+        producers = self.c.producers
+        for name in _topo(self.p):  # producers first
+            parts = [closure[q] | {q} for q in producers[name] if q in self.inlined]
+            closure[name] = empty if not parts else parts[0].union(*parts[1:])
+        return closure
+
+    def _from_parent(self, q: _Nest, changed: list[str]) -> bool:
+        """This nest from `q`'s, the nest of a schedule that differs in the stages `changed`:
+        only what those changes can reach is recomputed, the rest is `q`'s (equal to a full
+        build: tested over random mutation chains)."""
+        c = self.c
+        pl = dict(q.pl)
+        self.pl = pl
+        cset = set(changed)
+        touched: set[str] = set()  # consumers whose stages computed or stored at them may differ
+        toggled: list[str] = []  # stages inlined in one schedule and not in the other
+        sites_changed = False
+        for name in changed:
+            old, new = q.pl[name], self._new_placement(name, self.ss[c.pos[name]])
+            pl[name] = new
+            if (old.compute == "inline") != (new.compute == "inline"):
+                toggled.append(name)
+            for x in (old, new):
+                if x.compute == "at":
+                    sites_changed = True
+                    touched.add(x.at[0])  # type: ignore[index]
+                if x.store is not None:
+                    sites_changed = True
+                    touched.add(x.store[0])
+        if sites_changed:
+            self._index_sites()
+        else:
+            self.at_of, self.stored_at_of = q.at_of, q.stored_at_of
+        self.store_root = {n for n in q.store_root if n not in cset}
+        for name in changed:
+            st = self.ss[c.pos[name]].store()
+            if st is not None and st.kind == Kind.STORE_ROOT:
+                self.store_root.add(name)
+        clos_changed: set[str] = set()
+        if toggled:
+            self.inlined = frozenset(n for n, x in pl.items() if x.compute == "inline")
+            self.closure, clos_changed = self._closures_from(q, toggled)
+            touched |= clos_changed
+            touched |= {pl[d].at[0] for d in clos_changed if pl[d].compute == "at"}  # type: ignore[index]
+            self._simple_memo = {k: v for k, v in q._simple_memo.items() if k not in clos_changed}
+        else:
+            self.inlined, self.closure, self._simple_memo = q.inlined, q.closure, q._simple_memo
+        for name in changed:  # who absorbs it, as the full build finds it
+            if pl[name].compute == "inline":
+                pl[name].inlined_into = list(c.readers[name])
+        self.pid = dict(q.pid)
+        self.loop_index = dict(q.loop_index)
+        for name in changed:
+            if pl[name].compute == "inline":
+                self.pid.pop(name, None)
+                self.loop_index.pop(name, None)
+        # Regions stay valid for consumers whose loops and surroundings did not change (those
+        # placed again are dropped as they are).
+        self._regions = {k: v for k, v in q._regions.items() if k not in touched and k not in cset}
+        # Placed again, consumers first: the changed stages, and those computed or stored at a
+        # consumer that was placed differently or whose surroundings changed.
+        redo: set[str] = set()
+        rank = c.topo_rank
+        heap = [-rank[n] for n in cset if pl[n].compute != "inline"]
+        queued = set(heap)
+
+        def push(cons: str) -> None:
+            for d in (*self.at_of.get(cons, ()), *self.stored_at_of.get(cons, ())):
+                r = -rank[d]
+                if r not in queued:
+                    queued.add(r)
+                    heapq.heappush(heap, r)
+
+        heapq.heapify(heap)
+        for t in touched:
+            push(t)
+        order = c.topo
+        while heap:
+            name = order[-heapq.heappop(heap)]
+            if name not in cset:
+                x = pl[name]
+                pl[name] = Placement(x.stage, x.compute, x.at, x.store, inlined_into=list(x.inlined_into))
+            self._regions.pop(name, None)
+            self._place(name)
+            redo.add(name)
+            if self.pid[name] != q.pid.get(name):
+                push(name)
+        # Stage keys stay valid for stages whose placement, closure and what sits at them did not change.
+        stale = redo | touched | cset
+        for r in redo:
+            for x in (pl[r], q.pl[r]):
+                site = x.store or x.at
+                if site is not None:
+                    stale.add(site[0])
+        # An inlined stage's key reads the stages it is inlined into (their points and closures).
+        either = self.inlined | q.inlined
+        todo = [j for r in (*redo, *clos_changed, *toggled) for j in c.producers[r] if j in either]
+        seen: set[str] = set()
+        while todo:
+            j = todo.pop()
+            if j not in seen:
+                seen.add(j)
+                todo.extend(k for k in c.producers[j] if k in either)
+        stale |= seen
+        self._keys = {k: v for k, v in q._keys.items() if k not in stale}
+        self._stored = None if sites_changed else q._stored
+        self.parent = weakref.ref(q)
+        self.dirty = frozenset(stale)
+        return True
+
+    def _index_sites(self) -> None:
+        """`at_of` and `stored_at_of` from the placements."""
+        self.at_of, self.stored_at_of = {}, {}
+        for name, x in self.pl.items():
+            if x.compute == "at":
+                self.at_of.setdefault(x.at[0], []).append(name)  # type: ignore[index]
+            if x.store is not None:
+                self.stored_at_of.setdefault(x.store[0], []).append(name)
+
+    def _closures_from(self, q: _Nest, toggled: list[str]) -> tuple[dict[str, frozenset[str]], set[str]]:
+        """The inline closures, from `q`'s after the stages `toggled` changed between inlined
+        and not: only their consumers' change, and through inlined ones theirs, in topological
+        order; and the stages whose closure changed."""
+        c, inl = self.c, self.inlined
+        closure = dict(q.closure)
+        rank, order = c.topo_rank, c.topo
+        heap = sorted({rank[x] for t in toggled for x in c.consumers[t]})
+        queued = set(heap)
+        changed: set[str] = set()
+        empty: frozenset[str] = frozenset()
+        while heap:
+            name = order[heapq.heappop(heap)]
+            parts = [closure[j] | {j} for j in c.producers[name] if j in inl]
+            new = empty if not parts else parts[0].union(*parts[1:])
+            if new == closure[name]:
+                continue
+            closure[name] = new
+            changed.add(name)
+            for x in c.consumers[name]:  # a closure reaches the consumers of an inlined stage only
+                if name in inl and rank[x] not in queued:
+                    queued.add(rank[x])
+                    heapq.heappush(heap, rank[x])
+        return closure, changed
 
     def _siblings(self, name: str, cons: str, idx: int) -> tuple:
         """The stages computed at `cons`'s loops `idx` or inside that read `name` (their needs
@@ -492,10 +685,13 @@ class _Nest:
         """Extent per dim of `producer` read while `consumer`'s loops inside `loop_idx` run once:
         by the consumer itself (through inlined stages) and by any stage computed at one of
         those loops that reads the producer (whose own need is found the same way)."""
-        key = (producer, consumer, loop_idx)
-        out = self._regions.get(key)
+        memo = self._regions.get(consumer)
+        if memo is None:
+            memo = self._regions[consumer] = {}
+        key = (producer, loop_idx)
+        out = memo.get(key)
         if out is None:
-            out = self._regions[key] = self._region_needed(producer, consumer, loop_idx)
+            out = memo[key] = self._region_needed(producer, consumer, loop_idx)
         return out
 
     def _region_needed(self, producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ instead of copied. JSON is only the boundary (`from_json` / `to_json`).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -457,7 +458,10 @@ def definition_loops(
 class _Memo:
     """Per pipeline: what validation derives from one stage's own directives."""
 
-    def __init__(self) -> None:
+    def __init__(self, p: Pipeline) -> None:
+        self.names = list(p.stage_map)  # the order of a schedule's `whole` key
+        self.pos = {n: k for k, n in enumerate(self.names)}
+        self.recent: list[tuple[tuple, list[str]]] = []  # the last schedules that passed, with their stages placed at a loop
         self.loops: L.LRU[tuple, tuple[L.Loop, ...]] = L.LRU(LOOPS_MEMO)
         self.stages: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # `_validity_key`s that passed
         self.schedules: L.LRU[tuple, bool] = L.LRU(SCHEDULES_MEMO)  # whole schedules that passed, by their stages
@@ -465,11 +469,12 @@ class _Memo:
 
 LOOPS_MEMO = 20_000  # definitions per pipeline (a loop list is ~0.5 KB)
 VALID_MEMO = 20_000  # stages per pipeline (a key holds references to shared stage schedules)
+RECENT_PASSED = 2  # schedules that passed a new one is compared with (a search's parent or sibling)
 SCHEDULES_MEMO = 5_000  # whole schedules per pipeline (a key is a pointer per stage: ~1 KB on a 139-stage model)
 
 
 def _memo(p: Pipeline) -> _Memo:
-    return L.pipeline_cache(p, "schedule", _Memo)
+    return L.pipeline_cache(p, "schedule", lambda: _Memo(p))
 
 
 def _definition_loops(
@@ -597,15 +602,22 @@ def validate(p: Pipeline, sched: Schedule) -> None:
             return
     except TypeError:  # not a Directive in a list (unhashable): check_shapes says which
         whole = None
+    near = _near(memo, whole) if whole is not None else None
     for name, ss in sched.stages.items():
+        if near is not None and name not in near[0]:
+            continue  # the same stage schedule as in a schedule that passed
         if name not in p.stage_map:
             raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
         check_shapes(name, ss)
     todo = []
-    for s in p.stages:
-        key = _validity_key(p, sched, s.name)
+    # Near a schedule that passed, only the changed stages and the stages placed at a loop
+    # downstream of a change can have another validity key (a key reads only its stage and
+    # stages downstream of it); the rest passed with the same key.
+    names = [s.name for s in p.stages] if near is None else _candidates(p, sched, *near)
+    for name in names:
+        key = _validity_key(p, sched, name)
         if memo.stages.get(key) is None:
-            todo.append((s.name, key))
+            todo.append((name, key))
     for name, _ in todo:
         validate_stage(p, sched, name)
     for name, _ in todo:  # across stages: needs every stage's own directives checked first
@@ -614,6 +626,38 @@ def validate(p: Pipeline, sched: Schedule) -> None:
         memo.stages.put(key, True)
     if whole is not None:
         memo.schedules.put(whole, True)
+        if near is None:
+            ats = [name for name, ss in zip(memo.names, whole) if ss is not None and _placed_at(ss)]
+        else:  # the near schedule's, where they changed
+            ats = [n for n in near[1] if n not in near[0]] + [n for n in near[0] if _placed_at(sched.of(n))]
+        memo.recent = [(whole, ats), *memo.recent[: RECENT_PASSED - 1]]
+
+
+def _placed_at(ss: StageSchedule) -> bool:
+    return any(d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT) for d in ss.pure)
+
+
+def _near(memo: _Memo, whole: tuple) -> tuple[set[str], list[str]] | None:
+    """(the stages whose schedules differ, the stages placed at a loop) of a recent schedule
+    that passed and differs from `whole` in at most a quarter of the stages; else None."""
+    limit = max(2, len(whole) // 4)
+    for prev, ats in memo.recent:
+        differ = [k for k, a, b in zip(itertools.count(), whole, prev) if a is not b]
+        if len(differ) <= 4 * limit:
+            changed = [k for k in differ if whole[k] != prev[k]]
+            if len(changed) <= limit:
+                return {memo.names[k] for k in changed}, ats
+    return None
+
+
+def _candidates(p: Pipeline, sched: Schedule, changed: set[str], ats: list[str]) -> list[str]:
+    """The stages whose validity key may differ from the near schedule's, in stage order."""
+    out = set(changed)
+    for name in ats:
+        if name not in out and not changed.isdisjoint(p.downstream(name)):
+            out.add(name)
+    pos = _memo(p).pos
+    return sorted(out, key=pos.__getitem__)
 
 
 def _validity_key(p: Pipeline, sched: Schedule, stage: str) -> tuple:
