@@ -81,7 +81,7 @@ def test_the_same_seed_gives_the_same_training(toy):
     assert a.result.curve != c.result.curve
 
 
-def test_invalid_placements_cost_the_fixed_penalty_and_are_never_the_answer():
+def test_invalid_placements_cost_more_than_the_valid_ones_of_their_batch_and_are_never_the_answer():
     from engine.placement.learned.rl import train_rl
 
     # 1 MiB of weights per node and 8 MiB per device: one device peaks at 8 MiB of weights plus live
@@ -90,13 +90,48 @@ def test_invalid_placements_cost_the_fixed_penalty_and_are_never_the_answer():
     tight = two_chains(memory_bytes=8 * mib, weight_bytes=mib)
     ev = Evaluator(tight)
     assert not ev.simulate((0,) * 8).valid
-    assert ev.cost((0,) * 8) == INVALID_COST
-    assert ev.cost(tuple(k % 2 for k in range(8))) < INVALID_COST
+    all_on_one, seven_on_one = (0,) * 8, (0,) * 7 + (1,)
+    slow_valid, split = (0, 1, 1, 0, 0, 1, 1, 0), tuple(k % 2 for k in range(8))
+    assert ev.simulate(slow_valid).valid and not ev.simulate(seven_on_one).valid
+    costs = ev.costs([all_on_one, seven_on_one, slow_valid, split])
+    assert costs[3] < costs[2] < costs[1] < costs[0]  # valid by speed, then the less-over invalid one
     run = train_rl(tight, seed=0, steps=40, warm_start=False)
     assert run.result.simulation.valid
     assert run.result.simulation.makespan_s == pytest.approx(optimum_s(tight), rel=1e-6)
-    # The penalty shows in the curve (counted at INVALID_COST^2 x the reference) until the policy avoids it.
+    # The penalty shows in the curve (an invalid sample at its penalty's makespan) until the policy avoids it.
     assert max(run.result.curve[:5]) > min(run.result.curve[-5:])
+
+
+def slow_link_pair() -> Problem:
+    """Two 1 ms nodes, 6 MiB of weights each, on two 8 MiB devices: no single device fits, and the
+    only valid placement sends the 1 MiB tensor over a slow link (10 ms): 6x the single-device time."""
+    mib = 1 << 20
+    nodes = tuple(OpNode(name, "generic", NODE_FLOPS, 1e3, mib, 6 * mib) for name in ("a", "b"))
+    g = OpGraph("slow_link_pair", nodes, ((0, 1),))
+    devs = tuple(Device(f"d{i}", "gpu", 1e12, 1e12, 8 * mib) for i in range(2))
+    prof = DeviceProfile("toy", True, "two small devices, a slow link", devs, (Link("d0", "d1", 1e-4, 1e8),))
+    return Problem(g, prof, roofline_costs(g, prof))
+
+
+def test_where_no_single_device_fits_a_slow_valid_placement_still_costs_less_than_an_invalid_one():
+    pr = slow_link_pair()
+    ev = Evaluator(pr)
+    single, split = ev.simulate((0, 0)), ev.simulate((0, 1))
+    assert not single.valid and split.valid and split.makespan_s > 4 * single.makespan_s  # beyond the old fixed penalty
+    assert INVALID_COST < math.sqrt(split.makespan_s / ev.reference)
+    for batch in ([(0, 0), (0, 1)], [(0, 1), (1, 1)]):
+        costs = ev.costs(batch)
+        assert costs[batch.index((0, 1))] < min(c for p, c in zip(batch, costs) if p != (0, 1))
+    assert ev.cost((1, 1)) > ev.cost((0, 1))  # alone too: against the last batch's worst valid placement
+
+
+def test_a_policy_that_sampled_no_valid_placement_answers_the_heuristics_valid_one():
+    pr = slow_link_pair()
+    ev = Evaluator(pr)  # it has simulated the two single-device placements only: both over memory
+    assert ev.best is None
+    result = ev.result("rl", 0.0, ())
+    assert result.simulation.valid and set(result.placement) == {0, 1}
+    assert ev.best_source.startswith("warm start: ")
 
 
 def test_hierarchical_planner_learns_the_grouping_and_the_placement(toy):
@@ -214,3 +249,34 @@ def test_a_learned_placer_reports_its_curve_while_it_trains_and_stops_when_cance
     assert len(seen) >= 2 and seen == sorted(seen) and seen[0] > 0
     assert result.simulation.valid and len(result.placement) == len(toy.graph.nodes)
     assert len(result.curve) >= seen[-1]
+
+
+@pytest.fixture(scope="module")
+def big() -> tuple[Problem, float]:
+    """A 315-node random graph (the lstm_lm sample's size, without TensorFlow) on memory_tight, and its best heuristic's makespan."""
+    from engine.placement.devices import load_profile
+    from engine.placement.policies import HEURISTICS
+
+    g = random_graph(315, 0)
+    prof = load_profile("memory_tight")
+    pr = Problem(g, prof, roofline_costs(g, prof))
+    sims = [place(pr, name).simulation for name in HEURISTICS]  # also loads what the heuristics import (scipy's LP)
+    return pr, min(s.makespan_s for s in sims if s.valid)
+
+
+@pytest.mark.parametrize("policy", ["rl", "hrl", "gnn"])
+def test_a_learned_placer_keeps_a_short_time_budget_on_a_big_graph(big, policy):
+    """--train-s is the user's budget: warm start, imitation, sampling and fine-tuning all fit in it
+    (loosely bounded: a loaded CI machine), and the answer is still no worse than the best heuristic."""
+    import time
+
+    from engine.placement.policies import budget_options
+
+    pr, best_heuristic_s = big
+    budget = 1.0
+    t0 = time.perf_counter()
+    result = place(pr, policy, 0, **budget_options(policy, budget))
+    wall = time.perf_counter() - t0
+    assert wall <= 1.5 * budget + 2.0, f"{policy} took {wall:.1f} s on a {budget} s budget"
+    assert result.simulation.valid
+    assert result.simulation.makespan_s <= best_heuristic_s * (1 + 1e-9)

@@ -2,8 +2,14 @@
 
 Rewards follow TensorFlow's released placer (Mirhoseini et al.): the cost of a placement is
 the square root of its simulated makespan, normalized by a reference makespan of the same
-problem (the best single-device placement) so that rewards are O(1) on any graph; a placement
-the simulator rejects (a device over its memory) costs a fixed penalty instead.
+problem (the best single-device placement) so that rewards are O(1) on any graph. A placement
+the simulator rejects (a device over its memory) costs more than every valid placement of the
+same batch (the paper's fixed penalty could cost less than a slow valid placement where no
+single device fits, which taught the policy to be invalid), graded by how far over it is, so
+that the policy is pulled back towards fitting, where the fast placements usually are.
+
+Time budgets: a learned placer's `train_s` is wall-clock from its start, warm start included;
+`Clock` checks it inside every loop (a step is not started when the last one would not fit).
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ __all__ = [
     "GROUP_FEATURES",
     "INVALID_COST",
     "NODE_FEATURES",
+    "Adam",
+    "Clock",
     "Evaluator",
-    "budget",
     "Progress",
     "Reporter",
     "check_options",
@@ -42,18 +49,19 @@ __all__ = [
     "device_costs",
     "few_threads",
     "group_features",
+    "imitation_target",
     "majority",
     "node_features",
-    "rl_budget",
     "seeded",
     "warm_starts",
-    "watched",
 ]
 
 THREADS = 1  # the placers' networks are small: more threads only contend (with the simulator, with other work)
-# The fixed cost of an invalid (out-of-memory) placement, in √(makespan / reference) units: the
-# cost of a valid placement 4x slower than the best single device, i.e. worse than any sane one.
+# The base cost of an invalid (out-of-memory) placement, in √(makespan / reference) units, while
+# no valid placement is known (a valid placement 4x slower than the best single device).
 INVALID_COST = 2.0
+INVALID_MARGIN = 0.05  # an invalid placement costs at least this much more than the batch's worst valid one
+OVERFLOW_WEIGHT = 1.0  # ... plus this times its worst device's overflow (peak / capacity - 1, at most 1)
 FEATURES_VERSION = 1  # bump when node_features / pair features change: shipped weights say which they read
 
 
@@ -89,11 +97,86 @@ class Reporter:
             self.progress(tuple(curve))
 
 
-def watched(go: Callable[[int], bool], cancel: threading.Event | None) -> Callable[[int], bool]:
-    """`go`, stopped early once `cancel` is set (the app's Cancel: the best placement so far is returned)."""
-    if cancel is None:
+class Clock:
+    """A learned placer's budget, from its start: `train_s` seconds of wall clock (None: no time
+    limit, a fixed number of steps) and the app's Cancel. Every loop asks it before each step."""
+
+    def __init__(self, train_s: float | None, cancel: threading.Event | None = None) -> None:
+        self.started = time.perf_counter()
+        self.train_s = train_s
+        self.deadline = math.inf if train_s is None else self.started + max(0.0, train_s)
+        self.cancel = cancel
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def over(self, share: float = 1.0) -> bool:
+        """Cancelled, or past `share` of the budget (checked inside a step: between simulations, rounds)."""
+        if self.cancelled():
+            return True
+        if self.train_s is None:
+            return False
+        return time.perf_counter() >= self.started + share * (self.deadline - self.started)
+
+    def loop(self, steps: int | None = None, share: float = 1.0) -> Callable[[int], bool]:
+        """go(k): whether to start step k. At most `steps` steps (None: as many as the budget allows),
+        none once cancelled, and on a time budget none that would end after `share` of it, judged
+        by the previous step's duration (so a loop of 1.5 s steps stops up to 1.5 s early, not late)."""
+        end = self.started + share * (self.deadline - self.started) if self.train_s is not None else math.inf
+        last: list[float] = []  # when the previous step started, and how long it took
+
+        def go(k: int) -> bool:
+            if self.cancelled() or (steps is not None and k >= steps):
+                return False
+            now = time.perf_counter()
+            took = now - last[0] if last else 0.0
+            last[:] = [now]
+            return now + took <= end
+
         return go
-    return lambda k: go(k) and not cancel.is_set()
+
+
+class Adam:
+    """torch's Adam update (torch.optim.adam.adam, the same arithmetic as torch.optim.Adam's default
+    single-tensor path) without torch.optim.Optimizer, whose first construction imports
+    torch._dynamo: 4-7 s on this machine, more than a short training budget."""
+
+    def __init__(
+        self, params: Sequence[torch.nn.Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        from torch.optim.adam import adam  # noqa: PLC0415  # the functional form: no Optimizer, no dynamo
+
+        self._adam = adam
+        self.params = [p for p in params if p.requires_grad]
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.steps = [torch.tensor(0.0) for _ in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        live = [k for k, p in enumerate(self.params) if p.grad is not None]
+        grads = [g for g in (self.params[k].grad for k in live) if g is not None]
+        self._adam(
+            [self.params[k] for k in live],
+            grads,
+            [self.exp_avgs[k] for k in live],
+            [self.exp_avg_sqs[k] for k in live],
+            [],
+            [self.steps[k] for k in live],
+            foreach=False,
+            amsgrad=False,
+            beta1=self.betas[0],
+            beta2=self.betas[1],
+            lr=self.lr,
+            weight_decay=0.0,
+            eps=self.eps,
+            maximize=False,
+        )
 
 
 def check_options(policy: str, fn: Callable[..., object], options: dict[str, object]) -> None:
@@ -114,7 +197,15 @@ def seeded(seed: int) -> torch.Generator:
 
 
 class Evaluator:
-    """The simulator as a reward: memoized per placement, with the best valid placement seen."""
+    """The simulator as a reward: memoized per placement, with the best valid placement seen.
+
+    Costs are √(makespan / reference) for a valid placement. An invalid one costs more than the
+    worst valid placement of its batch (`costs`): max(that, its own √ time) + INVALID_MARGIN +
+    OVERFLOW_WEIGHT x its overflow, so every valid sample of a step beats every invalid one, the
+    scale stays the batch's (a penalty far above every valid placement, tried, drove the policy
+    away from the memory limit where the fast placements are: harris on memory_tight 5.84 vs
+    3.11 ms), and a placement less over the limit costs less. A batch without a valid sample
+    takes the last batch's worst valid cost (INVALID_COST until one is known)."""
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
@@ -123,10 +214,12 @@ class Evaluator:
         self.best_sim: Simulation | None = None
         self.best_source = ""
         self.calls = 0
+        self.capacity = np.array([dev.memory_bytes for dev in problem.profile.devices], dtype=np.float64)
         n = len(problem.graph.nodes)
         singles = [self.simulate((d,) * n, source="single device") for d in range(len(problem.profile.devices))]
         # The reference makespan normalizes rewards; an invalid single device still gives its time.
         self.reference = min(s.makespan_s for s in singles) or 1e-9
+        self.invalid_base = INVALID_COST
 
     def simulate(self, placement: Sequence[int], source: str = "policy") -> Simulation:
         key = tuple(int(d) for d in placement)
@@ -139,13 +232,41 @@ class Evaluator:
             self.best, self.best_sim, self.best_source = key, sim, source
         return sim
 
+    def overflow(self, sim: Simulation) -> float:
+        """How far over its memory the fullest device is, as a fraction of its capacity (0 if valid; at most 1)."""
+        over = np.asarray(sim.peak_memory_bytes, dtype=np.float64) / np.maximum(self.capacity, 1.0) - 1.0
+        return float(min(1.0, max(0.0, over.max(initial=0.0))))
+
+    def costs(self, placements: Sequence[Sequence[int]], source: str = "policy", stop: Callable[[], bool] | None = None) -> np.ndarray:
+        """The batch's costs (see the class). With `stop`, the simulations end early once it says so:
+        the costs of the placements simulated so far (a training step past its budget is dropped)."""
+        sims = []
+        for p in placements:
+            if stop is not None and stop():
+                break
+            sims.append(self.simulate(p, source))
+        time_cost = np.array([math.sqrt(s.makespan_s / self.reference) for s in sims])
+        valid = np.array([s.valid for s in sims], dtype=bool)
+        if valid.any():
+            self.invalid_base = float(time_cost[valid].max())
+        base = self.invalid_base + INVALID_MARGIN
+        return np.array(
+            [t if ok else max(base, t + INVALID_MARGIN) + OVERFLOW_WEIGHT * self.overflow(s) for t, ok, s in zip(time_cost, valid, sims)]
+        )
+
     def cost(self, placement: Sequence[int], source: str = "policy") -> float:
-        """√(makespan / reference), or INVALID_COST for a placement over some device's memory."""
-        sim = self.simulate(placement, source)
-        return math.sqrt(sim.makespan_s / self.reference) if sim.valid else INVALID_COST
+        """One placement's cost, a batch of one (an invalid one against the last batch's worst valid)."""
+        return float(self.costs([placement], source)[0])
+
+    def curve_point(self, costs: np.ndarray) -> float:
+        """A step's mean cost as a makespan (cost² x reference: an invalid sample at its penalty's makespan)."""
+        return float(np.mean(costs**2)) * self.reference
 
     def result(self, policy: str, started: float, curve: Sequence[float]) -> PlacementResult:
-        """The best valid placement seen (or, if none was valid, the fastest invalid one), simulated with its timeline."""
+        """The best valid placement seen; if none was, the best valid one of the heuristics (a policy never
+        answers an invalid placement when a valid one is known); if none of them is either, the fastest invalid one."""
+        if self.best is None:
+            warm_starts(self.problem, self)
         key = self.best if self.best is not None else min(self.cache, key=lambda k: self.cache[k].makespan_s)
         sim = simulate(self.problem.graph, self.problem.profile, self.problem.costs, key)
         return PlacementResult(policy, key, sim, train_s=time.perf_counter() - started, curve=tuple(curve))
@@ -163,8 +284,20 @@ def warm_starts(problem: Problem, evaluator: Evaluator, names: Sequence[str] | N
         placement = tuple(PLACERS[name](problem, 0).placement)
         evaluator.simulate(placement, source=f"warm start: {name}")
         out.append((name, placement))
-    out.sort(key=lambda c: evaluator.cost(c[1], f"warm start: {c[0]}"))
+    out.sort(key=lambda c: (not evaluator.cache[c[1]].valid, evaluator.cache[c[1]].makespan_s))  # valid first, fastest first
     return out
+
+
+def imitation_target(cands: Sequence[tuple[str, tuple[int, ...]]], evaluator: Evaluator, rule: str = "fastest") -> tuple[int, ...]:
+    """The warm start's placement to imitate: `rule` "fastest", the fastest candidate even if it is over
+    memory (the penalty's gradient then pulls the samples around it back under the limit: where no
+    single device fits, the fast valid placements are near the packed invalid ones), or "valid", the
+    best valid one (the answer's floor either way: every candidate is one)."""
+    if rule == "valid":
+        return cands[0][1]
+    if rule != "fastest":
+        raise ValueError(f"imitation target must be 'fastest' or 'valid', got {rule!r}")
+    return min((c[1] for c in cands), key=lambda p: evaluator.cache[p].makespan_s)
 
 
 def _levels(g: OpGraph) -> tuple[list[int], list[int]]:
@@ -311,16 +444,3 @@ def majority(placement: Sequence[int], groups: Sequence[int], n_groups: int, pro
     for i, (gi, d) in enumerate(zip(groups, placement)):
         votes[gi, d] += sec[i][d] + 1e-12
     return [int(v) for v in votes.argmax(1)]
-
-
-def rl_budget(train_s: float, started: float) -> float:
-    """What is left of `train_s` for the REINFORCE loop after the warm start, at least a quarter of it."""
-    return max(0.25 * train_s, train_s - (time.perf_counter() - started))
-
-
-def budget(train_s: float, steps: int | None) -> Callable[[int], bool]:
-    """Whether to go on at step k: a fixed number of steps (reproducible) or a wall-clock budget."""
-    deadline = time.perf_counter() + train_s
-    if steps is not None:
-        return lambda k: k < steps
-    return lambda k: time.perf_counter() < deadline

@@ -15,9 +15,7 @@ groupings scatter every chain), hence the co-location start (`group_start`).
 
 from __future__ import annotations
 
-import math
 import threading
-import time
 
 import numpy as np
 import torch
@@ -27,20 +25,19 @@ from ..policies import PlacementResult, Problem
 from .common import (
     GROUP_FEATURES,
     NODE_FEATURES,
+    Clock,
     Evaluator,
     Progress,
     Reporter,
-    budget,
     chain_groups,
     check_options,
     colocation_groups,
     few_threads,
+    imitation_target,
     majority,
     node_features,
-    rl_budget,
     seeded,
     warm_starts,
-    watched,
 )
 from .rl import RLRun, Seq2SeqPlacer, imitate, reinforce
 
@@ -118,8 +115,9 @@ def train_hrl(
     `progress` and `cancel` as train_rl's.
 
     `group_start`: first train the grouper alone to imitate the co-location groups (common.colocation_groups);
-    `warm_start`: then both to imitate the best heuristic's placement of them, which are also candidates."""
-    started = time.perf_counter()
+    `warm_start`: then both to imitate the best heuristic's placement of them, which are also candidates.
+    A time budget counts from the call, as train_rl's: the warm starts take at most half of it."""
+    clock = Clock(None if steps is not None else train_s, cancel)
     gen = seeded(seed)
     ev = Evaluator(problem)
     n = len(problem.graph.nodes)
@@ -154,20 +152,19 @@ def train_hrl(
     weight = [float(np.mean(row)) for row in problem.costs.seconds]
     target_groups = colocation_groups(problem.graph, n_groups, weight)
     t_groups = torch.as_tensor([target_groups])
-    half = started + train_s / 2 if steps is None else math.inf  # the warm starts take at most half a time budget
     if group_start:  # the grouper starts near the co-location groups (which the placer then learns to place)
-        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), imitation_steps, 1e-2, keep=0.9, deadline=half)
+        go = clock.loop(imitation_steps, share=0.5)
+        imitate(lambda: grouper_logp(t_groups), n, list(grouper.parameters()), go, 1e-2, keep=0.9)
     if cands:  # both start near the best heuristic's placement of those groups: n + G choices in all
-        t_devices = torch.as_tensor([majority(cands[0][1], target_groups, n_groups, problem)])
-        imitate(lambda: joint(1, t_groups, t_devices)[2], n + n_groups, params, imitation_steps, 1e-2, deadline=half)
+        t_devices = torch.as_tensor([majority(imitation_target(cands, ev), target_groups, n_groups, problem)])
+        imitate(lambda: joint(1, t_groups, t_devices)[2], n + n_groups, params, clock.loop(imitation_steps, share=0.5), 1e-2)
 
     def sample(k: int) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
         placement, _, logp, ent = joint(k)
         return placement.tolist(), logp, ent
 
-    go = watched(budget(rl_budget(train_s, started), steps), cancel)
-    curve, policy_best = reinforce(ev, sample, params, go, samples, lr, entropy, report=Reporter(progress))
-    result = ev.result("hrl", started, curve)
+    curve, policy_best = reinforce(ev, sample, params, clock.loop(steps), samples, lr, entropy, report=Reporter(progress), stop=clock.over)
+    result = ev.result("hrl", clock.started, curve)
     return RLRun(result, ev.best_source, n_groups, len(curve), ev.calls, policy_best, warm_best)
 
 

@@ -5,23 +5,23 @@ flops, bytes, output and weight bytes, mean position and criticality, size, cost
 decoder an LSTM with content attention over the encoder's outputs that emits one device per
 group, fed the device it chose before. Training is REINFORCE with the released placer's
 choices: cost √(makespan), an exponential-moving-average baseline, several samples per step,
-a fixed cost for invalid (out-of-memory) placements, Adam, an entropy bonus; the advantage is
+invalid (out-of-memory) placements penalized (above every valid sample of the step: common.Evaluator),
+Adam, an entropy bonus; the advantage is
 divided by the step's reward spread (a scale-free step size). A graph of at most `max_groups`
 nodes is placed node by node.
 
 What is added to the paper, said plainly: by default the policy is warm-started, i.e. first
 trained to imitate (cross-entropy, until each group's choice has probability ~0.6, so that it
-still explores) the group-level view of the best non-learned placer's placement (m-ETF, m-SCT,
-...), and the heuristics' placements are candidates for the answer. The answer is the best
+still explores) the group-level view of the fastest non-learned placer's placement (m-ETF,
+m-SCT, ...; over memory or not: common.imitation_target), and the heuristics' placements are
+candidates for the answer. The answer is the best
 valid placement simulated, whichever produced it (`RLRun.source` says which), so it is never
 worse than the best heuristic; `warm_start=False` gives the paper's cold start.
 """
 
 from __future__ import annotations
 
-import math
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,22 +32,21 @@ from torch import nn
 from ..policies import PlacementResult, Problem
 from .common import (
     GROUP_FEATURES,
-    INVALID_COST,
+    Adam,
+    Clock,
     Evaluator,
     Progress,
     Reporter,
-    budget,
     check_options,
     colocation_groups,
     device_costs,
     few_threads,
     group_features,
+    imitation_target,
     majority,
     node_features,
-    rl_budget,
     seeded,
     warm_starts,
-    watched,
 )
 
 __all__ = ["RLRun", "Seq2SeqPlacer", "place_rl", "reinforce", "train_rl"]
@@ -139,24 +138,29 @@ def reinforce(
     entropy: float,
     decay: float = 0.9,
     report: Callable[[Sequence[float]], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[float], float]:
-    """REINFORCE: cost √makespan (fixed cost if invalid), EMA baseline, several samples per step.
+    """REINFORCE: cost √makespan (invalid penalized: Evaluator.costs), EMA baseline, several samples per step.
 
-    Returns the curve (per step: the mean makespan of the step's samples, an invalid one counted
-    at the penalty's makespan INVALID_COST² x reference) and the best valid makespan sampled.
+    `stop` (the time budget) is checked between a step's simulations: a step it interrupts is
+    not learned from (its placements still count for the answer). Returns the curve (per step:
+    the mean makespan of the step's samples, an invalid one at its penalty's makespan) and the
+    best valid makespan sampled.
     """
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = Adam(params, lr=lr)
     baseline: float | None = None
     curve: list[float] = []
     best = float("inf")
     step = 0
     while go(step):
         placements, logp, ent = sample_fn(samples)
-        costs = np.array([evaluator.cost(p) for p in placements])
-        for p in placements:
+        costs = evaluator.costs(placements, stop=stop)
+        for p in placements[: len(costs)]:
             sim = evaluator.cache[tuple(p)]
             if sim.valid:
                 best = min(best, sim.makespan_s)
+        if len(costs) < len(placements):
+            break
         reward = -costs
         baseline = float(reward.mean()) if baseline is None else decay * baseline + (1 - decay) * float(reward.mean())
         # The advantage in units of the step's spread (a scale-free step size; Adam alone is not, with few samples).
@@ -166,7 +170,7 @@ def reinforce(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        curve.append(float(np.mean(np.minimum(costs, INVALID_COST) ** 2)) * evaluator.reference)
+        curve.append(evaluator.curve_point(costs))
         if report is not None:
             report(curve)
         step += 1
@@ -177,21 +181,20 @@ def imitate(
     score_fn: Callable[[], torch.Tensor],
     choices: int,
     params: Sequence[torch.nn.Parameter],
-    steps: int,
+    go: Callable[[int], bool],
     lr: float,
     keep: float = 0.6,
-    deadline: float = math.inf,
 ) -> None:
     """Warm start: raise the log-likelihood `score_fn()` of a target placement until each of its
     `choices` has probability `keep` on average (geometric mean), so that sampling still explores
     around it (0.6 measured better than a tighter prior: bench placement's random 200-node graph on
-    memory_tight, 2.18 vs 2.57 ms); at most `steps` Adam steps, none after `deadline`
-    (a time.perf_counter() value: the warm start takes at most half the training budget)."""
-    opt = torch.optim.Adam(params, lr=lr)
+    memory_tight, 2.18 vs 2.57 ms); Adam steps while `go(k)` (a step cap, and on a time budget
+    half of it: Clock.loop(steps, share=0.5))."""
+    opt = Adam(params, lr=lr)
     goal = float(np.log(keep)) * choices
-    for _ in range(steps):
-        if time.perf_counter() > deadline:
-            break
+    k = 0
+    while go(k):
+        k += 1
         logp = score_fn().mean()
         if float(logp.detach()) >= goal:
             break
@@ -213,16 +216,19 @@ def train_rl(
     entropy: float = 1e-2,
     warm_start: bool = True,
     imitation_steps: int = 50,
+    target_rule: str = "fastest",
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> RLRun:
     """Train the seq2seq placer on `problem` (for `steps` steps, else for `train_s` seconds).
 
     Same seed and same `steps` give the same result; a time budget gives as many steps as the
-    machine manages (the curve's length says how many). `progress` gets the curve while it
+    machine manages (the curve's length says how many), everything included from the call on:
+    the heuristics' warm starts (always run: the answer is never worse than them), at most half
+    of it imitating the fastest (`target_rule`: common.imitation_target), then REINFORCE for the rest. `progress` gets the curve while it
     trains; `cancel`, once set, stops the training (the best placement so far is the answer).
     """
-    started = time.perf_counter()
+    clock = Clock(None if steps is not None else train_s, cancel)
     gen = seeded(seed)
     ev = Evaluator(problem)
     n_dev = len(problem.profile.devices)
@@ -242,23 +248,25 @@ def train_rl(
     cands = warm_starts(problem, ev) if warm_start else []
     warm_best = min((ev.cache[c[1]].makespan_s for c in cands if ev.cache[c[1]].valid), default=float("inf"))
     if cands:
-        target = torch.as_tensor([majority(cands[0][1], groups, n_groups, problem)])
+        target = torch.as_tensor([majority(imitation_target(cands, ev, target_rule), groups, n_groups, problem)])
         imitate(
             lambda: model(gfeat, dcost, 1, forced=target)[1],
             n_groups,
             list(model.parameters()),
-            imitation_steps,
+            clock.loop(imitation_steps, share=0.5),
             1e-2,
-            deadline=started + train_s / 2 if steps is None else math.inf,  # by steps: reproducible
         )
-    go = watched(budget(rl_budget(train_s, started), steps), cancel)
-    curve, policy_best = reinforce(ev, sample, list(model.parameters()), go, samples, lr, entropy, report=Reporter(progress))
-    with torch.no_grad():  # the trained policy's own choice, a candidate too
-        greedy, _, _ = model(gfeat, dcost, 1, greedy=True)
-    gsim = ev.simulate(greedy[0, index].tolist())
-    if gsim.valid:
-        policy_best = min(policy_best, gsim.makespan_s)
-    result = ev.result("rl", started, curve)
+    go = clock.loop(steps)
+    curve, policy_best = reinforce(
+        ev, sample, list(model.parameters()), go, samples, lr, entropy, report=Reporter(progress), stop=clock.over
+    )
+    if not clock.over():
+        with torch.no_grad():  # the trained policy's own choice, a candidate too
+            greedy, _, _ = model(gfeat, dcost, 1, greedy=True)
+        gsim = ev.simulate(greedy[0, index].tolist())
+        if gsim.valid:
+            policy_best = min(policy_best, gsim.makespan_s)
+    result = ev.result("rl", clock.started, curve)
     return RLRun(result, ev.best_source, n_groups, len(curve), ev.calls, policy_best, warm_best)
 
 
