@@ -21,7 +21,7 @@ were slower at every batch size measured, 10 to 60,000 rows: about 7 us a row on
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,33 +156,55 @@ class TVMModel(LearnedModel):
             return []
         cache = pipeline_cache(p, self._cache_name, _Scores).by_key
         names = [st.name for st in p.stages]
-        raw: list[float | None] = []
-        costed: list[bool] = []
-        missed: dict[tuple, list[int]] = {}
+        pos = {name: k for k, name in enumerate(names)}
+        # Per nest, each stage's raw score (None: inlined, not costed as in `Sample.costed`), or
+        # the row key of a score still to compute. A nest built from a parent that this model
+        # scored starts from the parent's scores and looks up only the stages whose key may differ.
+        per_nest: list[list] = []
+        in_batch: dict[int, list] = {}  # a parent earlier in this batch: its entries, keys not yet scored
+        missed: dict[tuple, None] = {}
         misses: list[tuple[LoopNest, str, tuple]] = []
         for nest in built:
+            ctx = nest.context
+            parent = ctx.parent() if ctx.parent is not None else None
+            prev = None if parent is None else in_batch.get(id(parent), parent.derived.get(self._cache_name))
+            own = ctx.derived.get(self._cache_name)  # this nest scored before (the app predicts a nest again)
+            todo: Iterable[str] = names
+            if isinstance(own, list):
+                entries, todo = list(own), ()
+            elif isinstance(prev, list) and ctx.dirty is not None:
+                entries, todo = list(prev), ctx.dirty
+            else:
+                entries = [None] * len(names)
             pls = nest.placements
-            for name in names:
-                if pls[name].compute == "inline":  # compute_inline = 1: not costed (as `Sample.costed`)
-                    costed.append(False)
-                    raw.append(None)
+            for name in todo:
+                k = pos[name]
+                if pls[name].compute == "inline":
+                    entries[k] = None
                     continue
-                costed.append(True)
                 key = F.row_key(nest, name)
                 v = cache.get(key)
                 if v is None:
                     if key not in missed:
-                        missed[key] = []
+                        missed[key] = None
                         misses.append((nest, name, key))
-                    missed[key].append(len(raw))
-                raw.append(v)
+                    entries[k] = key
+                else:
+                    entries[k] = v
+            in_batch[id(ctx)] = entries
+            per_nest.append(entries)
+        scores: dict[tuple, float] = {}
         if misses:
-            scores = self.raw_scores(F.rows_of(misses))
-            for (key, ix), v in zip(missed.items(), scores.tolist()):
-                cache.put(key, v)
-                for i in ix:
-                    raw[i] = v
-        mask = np.array(costed)
+            for key, v in zip(missed, self.raw_scores(F.rows_of(misses)).tolist()):
+                scores[key] = cache.put(key, v)
+        raw: list[float | None] = []
+        for nest, entries in zip(built, per_nest):  # keys become their scores; a later nest may start from these
+            for k, v in enumerate(entries):
+                if type(v) is tuple:
+                    entries[k] = v = scores[v]
+                raw.append(v)
+            nest.context.derived[self._cache_name] = entries
+        mask = np.array([v is not None for v in raw])
         n = len(names)
         graph = np.repeat(np.arange(len(built)), n)
         ms = np.zeros(len(raw))

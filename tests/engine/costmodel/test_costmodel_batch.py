@@ -144,3 +144,34 @@ def test_tree_scores_by_row_key_equal_the_sample_path(models):
             assert [list(g.stages.values()) for g in got] == [st.tolist() for st in stages]
         stats = loopnest.cache_stats(p)
         assert sum(v["entries"] for k, v in stats.items() if k.endswith(".by_key")) > 0
+
+
+def test_tree_scores_kept_from_the_parent_nest_equal_the_sample_path(models):
+    """Along a mutation chain each loop nest is built from the one before (`loopnest`'s parent
+    path) and the tree model starts from the parent's scores, looking up only the stages whose
+    key may differ (`dirty`): equal to `predict_samples` of cold featurizations bit for bit,
+    in batches that cut the chain anywhere and one at a time."""
+    from engine.costmodel.dataset import samples_to_predict
+
+    m = models["tvm"]
+    for p in (zoo.get("resnet_block", "small"), random_pipeline(23, 10, "small")):
+        rng = random.Random(7)
+        chain = [sample_schedule(p, rng)]
+        for _ in range(16):
+            chain.append(mutate(p, chain[-1], rng))
+        want_totals, want_stages = [], []
+        for s in chain:
+            F.clear_caches(p)
+            t, st = m.predict_samples(samples_to_predict(p, [loopnest.build(p, s)]), p)
+            want_totals.append(t[0])
+            want_stages.append(st[0].tolist())
+        F.clear_caches(p)
+        nests = [loopnest.build(p, s) for s in chain]
+        assert sum(n.context.parent is not None for n in nests) >= 12  # from the nest before
+        got = m.predict_many(p, chain[:5], nests[:5]) + m.predict_many(p, chain[5:12], nests[5:12])
+        got += [m.predict(p, s, nest) for s, nest in zip(chain[12:], nests[12:])]
+        assert [g.total_ms for g in got] == want_totals
+        assert [list(g.stages.values()) for g in got] == want_stages
+        F.clear_caches(p)  # built by the model: the same
+        got = m.predict_many(p, chain[:9]) + [m.predict(p, s) for s in chain[9:]]
+        assert [g.total_ms for g in got] == want_totals
