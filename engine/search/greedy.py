@@ -131,15 +131,17 @@ def greedy_value_search(ctx: SearchContext) -> None:
     run_charged(ctx, body)
 
 
-def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None) -> Schedule:
+def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None, beam: int | None = None) -> Schedule:
     """Decide every stage of `ctx.p` with the offline value function alone, from an empty
-    schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` options per stage
-    (default value_offline.K_GREEDY); measures nothing. The time is charged to ctx's model time."""
-    from .value_offline import K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
+    schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` random options per stage
+    besides the structured ones and a beam of `beam` states (defaults value_offline.K_GREEDY,
+    BEAM); measures nothing. The time is charged to ctx's model time."""
+    from .value_offline import BEAM, K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
 
     t = time.perf_counter()
     try:
-        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, K_GREEDY if k is None else k, check=ctx.check)
+        kk, bb = K_GREEDY if k is None else k, BEAM if beam is None else beam
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb)
     finally:
         ctx.charge_model_time(time.perf_counter() - t)
     s.name = "greedy (0 measurements)"

@@ -69,14 +69,16 @@ from ..loopnest import build
 from ..randpipe import random_pipeline
 from ..resources import COSTMODEL_DIR
 from ..schedule import Schedule, validate
-from .space import complete, order, stage_options, with_decision
+from .space import complete, order, seed_schedule, stage_options, with_decision
+from .space_templates import template_options
 
 STEM = "value"  # value.pt + value.json
 N_IN = F.N_FEATURES + 2  # the stage features, the decided flag, the cost model's log1p(ns) of the stage
 DECIDED, COST = F.N_FEATURES, F.N_FEATURES + 1
 VERSION = 1  # of the state encoding above (the stage features have their own, F.VERSION); value.json records both
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0), as in the cost model
-K_GREEDY = 24  # options per stage when V alone decides (zero-measurement greedy)
+K_GREEDY = 4  # random options per stage when V alone decides (zero-measurement greedy), besides the templates
+BEAM = 3  # states kept per step by zero-measurement greedy
 
 
 # --- states --------------------------------------------------------------------------------
@@ -249,25 +251,48 @@ def value_greedy(
     explore: float = 0.0,
     visited: list[list[Schedule]] | None = None,
     check: Callable[[], None] | None = None,
+    templates: bool = True,
+    beam: int = 1,
 ) -> Schedule:
-    """A complete schedule decided stage by stage from an empty one, by V alone: `k` legal
-    options per stage (the sampler's), the one whose state V scores lowest (with probability
-    `explore` a random one instead, for training). No cost-model prediction and no
-    measurement. `visited` collects each step's children; `check` runs between steps (a
-    search's cancel)."""
-    partial = Schedule(name="greedy")
+    """A complete schedule decided stage by stage from an empty one, by V alone: per stage
+    `k` legal options (the sampler's) and, with `templates`, the structured ones
+    (space_templates); the state V scores lowest is kept (with probability `explore` a
+    random one instead, for training). With `beam` > 1 the `beam` best distinct states are
+    kept at every step (each expanded, all children scored in one batch) and the best
+    complete one wins: V is surest about complete schedules, and a decision that looked
+    best early need not end best. No cost-model completion and no measurement. `visited`
+    collects each step's children; `check` runs between steps (a search's cancel)."""
+    states = [Schedule(name="greedy")]
     for st in order(p):
         if check is not None:
             check()
-        kids = [with_decision(partial, st, o) for o in stage_options(p, partial, st, rng, k)]
+        kids: list[Schedule] = []
+        for partial in states:
+            opts = stage_options(p, partial, st, rng, k)
+            if templates:  # the structured decisions too, after the random ones
+                have = set(opts)
+                opts += [o for o in template_options(p, partial, st) if o not in have]
+            if not opts:  # no random options asked for and no template fits: one random decision
+                opts = stage_options(p, partial, st, rng, 1)
+            kids += [with_decision(partial, st, o) for o in opts]
         if visited is not None:
             visited.append(kids)
         if explore > 0 and rng.random() < explore:
-            partial = kids[rng.randrange(len(kids))]
-        else:
-            partial = kids[int(np.argmin(value.values(p, kids)))]
-    validate(p, partial)
-    return partial
+            states = [kids[rng.randrange(len(kids))]]
+            continue
+        vals = value.values(p, kids)
+        ranked = sorted(range(len(kids)), key=lambda i: (vals[i], i))  # ties: the first offered (deterministic)
+        states, seen = [], set()
+        for i in ranked:
+            h = kids[i].content_hash()
+            if h not in seen:
+                seen.add(h)
+                states.append(kids[i])
+            if len(states) >= max(1, beam):
+                break
+    best = states[0]  # ranked by V at the last step
+    validate(p, best)
+    return best
 
 
 # --- training data ----------------------------------------------------------------------------
@@ -289,6 +314,12 @@ class TrainConfig:
     epochs: int = 40
     rank_weight: float = 1.0  # pairwise ranking loss within a pipeline's states (what greedy's choices need)
     seed: int = 0
+    # The training pipelines' heuristic schedules (engine/heuristic.py) as trajectories and
+    # rollout guides: a random completion says little about the best reachable time, and
+    # without a good completion policy V never learns which early decisions (strips, a
+    # parallel outer loop) pay off later. Only in training: greedy with V never sees them.
+    heuristic_guide: bool = True
+    siblings: int = 8  # template options per step along the heuristic's trajectory (space_templates), as states
 
 
 @dataclass
@@ -362,25 +393,33 @@ def collect(
     trajectory with V visits (every step's children)."""
     p = tp.p
     trajs: list[Schedule] = []
+    heur = seed_schedule(p) if cfg.heuristic_guide else None
     if value is None:
         ms = sorted(tp.measured, key=lambda sm: sm[1])
         picks = ms[:1] + rng.sample(ms[1:], min(len(ms) - 1, cfg.trajectories - 2)) if ms else []
         trajs = [s for s, _ in picks]
         while len(trajs) < cfg.trajectories:
             trajs.append(complete(p, Schedule(), rng))
+        if heur is not None:
+            trajs.append(heur)
         states = [st for t in trajs for st in _prefixes(p, t)]
+        if heur is not None:
+            states += _template_siblings(p, heur, cfg.siblings)
     else:
         visited: list[list[Schedule]] = []  # every step's children
         trajs = [value_greedy(p, value, rng, cfg.k, cfg.explore, visited)]
         states = [c for kids in visited for c in kids]
-    # Completions per state: the trajectories it lies on and rollouts around the first of them.
+    # Completions per state: the trajectories it lies on, rollouts around the first of them,
+    # and the heuristic's completion (its decisions repaired where the state made them illegal).
     comps: list[list[Schedule]] = []
     for st in states:
         on = [t for t in trajs if _is_prefix(st, t)]
-        guide = on[0] if on else trajs[0]
+        guide = on[0] if on else (heur or trajs[0])
         cs = on + [complete(p, st, rng, guide, explore=cfg.rollout_explore) for _ in range(cfg.rollouts)]
         if not on:
             cs.append(complete(p, st, rng, guide))
+        if heur is not None and guide is not heur:
+            cs.append(complete(p, st, rng, heur))
         comps.append(cs)
     flat = [c for cs in comps for c in cs]
     pred = _predict_ms(model, p, flat)
@@ -403,6 +442,17 @@ def collect(
     _back_up(p, states, best)
     keep = [i for i, b in enumerate(best) if math.isfinite(b) and b > 0]
     return state_samples(p, [states[i] for i in keep], model, [best[i] for i in keep])
+
+
+def _template_siblings(p: Pipeline, s: Schedule, n: int) -> list[Schedule]:
+    """Along `s`'s trajectory, each step's other choices among the first `n` templates
+    (space_templates): the alternatives greedy with V will weigh, with their own targets."""
+    out: list[Schedule] = []
+    cur = Schedule(name="state")
+    for st in order(p):
+        out += [with_decision(cur, st, o) for o in template_options(p, cur, st)[:n] if o != s.stages[st]]
+        cur = with_decision(cur, st, s.stages[st])
+    return out
 
 
 def _back_up(p: Pipeline, states: list[Schedule], best: list[float]) -> None:

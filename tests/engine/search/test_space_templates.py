@@ -1,0 +1,81 @@
+"""The structured decisions zero-measurement greedy offers beside the sampler's random ones
+(engine/search/space_templates.py): every one legal at every step, the shapes fast
+schedules are made of present (parallel outer loop + vector at the target's width; a
+reduction vectorized along a pure loop with the reduction loops outside the vector), and
+greedy with V over them deterministic per seed, with a beam."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine import zoo
+from engine.schedule import Kind, Schedule, validate
+from engine.search.space import order, with_decision
+from engine.search.space_templates import template_options
+from engine.search.value_offline import shipped_value, value_greedy
+
+LANES = 8  # AVX2's float32 lanes, given explicitly so the test does not depend on the host
+
+
+def _walk(p, pick):
+    """Decide every stage in order with `pick(options)` of the templates; yield each step's options."""
+    partial = Schedule(name="t")
+    for st in order(p):
+        opts = template_options(p, partial, st, LANES)
+        yield st, partial, opts
+        partial = with_decision(partial, st, pick(opts))
+
+
+@pytest.mark.parametrize("name", ["matmul", "layernorm", "unsharp", "conv_relu"])
+def test_every_template_is_legal_at_every_step(name):
+    p = zoo.get(name, "small")
+    for pick in (lambda o: o[0], lambda o: o[-1]):  # two different paths through the space
+        for st, partial, opts in _walk(p, pick):
+            assert opts, f"{name}: no template for {st}"
+            assert len(set(opts)) == len(opts)
+            for o in opts:
+                validate(p, with_decision(partial, st, o))  # undecided stages stay at root
+
+
+def test_the_fast_shapes_are_offered():
+    p = zoo.get("matmul", "full")
+    out, prod = order(p)[0], order(p)[1]
+    opts = template_options(p, Schedule(), out, LANES)
+    outer = p.stage(out).dims[0].name
+    inner = p.stage(out).dims[-1].name
+
+    def kinds(ds):
+        return {(d.kind, d.loop, d.factor) for d in ds}
+
+    # parallel outermost loop + innermost loop vectorized at the target's width
+    assert any({(Kind.PARALLEL, outer, None), (Kind.VECTORIZE, inner, LANES)} <= kinds(o.pure) for o in opts)
+    # row strips: the outer part of a split row loop parallel, and a 2-D tile
+    assert any(any(d.kind == Kind.SPLIT and d.loop == outer for d in o.pure) for o in opts)
+    partial = with_decision(Schedule(), out, opts[0])
+    ups = [o.update for o in template_options(p, partial, prod, LANES) if o.compute().kind == Kind.COMPUTE_ROOT]
+    assert ups
+    rvar = p.stage(prod).rdom[0].name
+    for u in ups:  # the vector is innermost, the reduction loops outside it
+        reorder = next(d for d in u if d.kind == Kind.REORDER)
+        vec = next(d.loop for d in u if d.kind == Kind.VECTORIZE)
+        assert reorder.loops[0] == vec and any(x.startswith(rvar) for x in reorder.loops[1:])
+    # a register block (a pure loop's inner part unrolled inside the reduction) and k blocking
+    assert any(any(d.kind == Kind.UNROLL for d in u) for u in ups)
+    assert any(any(d.kind == Kind.SPLIT and d.loop == rvar for d in u) for u in ups)
+
+
+def test_beam_greedy_over_templates_is_deterministic_and_legal():
+    p = zoo.get("layernorm", "small")
+    v = shipped_value()
+    a = value_greedy(p, v, random.Random(3), k=2, beam=3)
+    b = value_greedy(p, v, random.Random(3), k=2, beam=3)
+    validate(p, a)
+    assert a.content_hash() == b.content_hash()
+    # with no random options, every decision is a template (the beam follows legal states only)
+    t = value_greedy(p, v, random.Random(3), k=0, beam=2)
+    partial = Schedule(name="t")
+    for st in order(p):
+        assert t.stages[st] in template_options(p, partial, st)
+        partial = with_decision(partial, st, t.stages[st])
