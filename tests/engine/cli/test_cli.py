@@ -1,22 +1,20 @@
 """The CLI: JSON fields, exit codes, and the database left intact by errors."""
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
+
+from tests.cli_fork import shared_server
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args, db=None):
-    env = None
-    if db is not None:
-        import os
-
-        env = dict(os.environ, SCHEDULE_EXPLORER_DB=str(db))
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    """`python main.py ARGS` in its own process (forked from a server that imported the CLI once)."""
+    env = dict(os.environ, SCHEDULE_EXPLORER_DB=str(db)) if db is not None else None
+    return shared_server().run(list(args), env=env, cwd=ROOT, timeout=600)
 
 
 def test_pipelines_lists_the_zoo():

@@ -4,8 +4,10 @@ and nothing written (no database created, a given database unchanged, no output 
 
 Argument errors come from argparse through engine/cli/args.ArgumentParser, in the same
 one-line form: 'error: schedule-explorer measure: argument --threads: ...'. Each case runs
-the real CLI in a subprocess and fails before anything is measured; the importer's window
-checks and the database's version handling are also tested in process.
+the real CLI in its own process and fails before anything is measured: forked from a server
+that has imported the CLI once (tests/cli_fork.py), with a few cases also run as a plain
+`python main.py` subprocess, which must give the same result. The importer's window checks and
+the database's version handling are also tested in process.
 """
 
 import gzip
@@ -23,13 +25,23 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine import zoo
 from engine.database import SCHEMA_VERSION, Database, DatabaseError
+from tests.cli_fork import CliForkServer
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def cli(args, env_db, *, env=None, **popen):
-    """Run the CLI with SCHEDULE_EXPLORER_DB at `env_db` (which must stay uncreated)."""
+@pytest.fixture(scope="module")
+def forked():
+    with CliForkServer(preload=("onnx", "torch")) as srv:
+        yield srv
+
+
+def cli(args, env_db, *, env=None, forked=None, **popen):
+    """Run the CLI with SCHEDULE_EXPLORER_DB at `env_db` (which must stay uncreated): forked
+    from `forked` when given, else as `python main.py` in a subprocess."""
     full_env = dict(os.environ, SCHEDULE_EXPLORER_DB=str(env_db), **(env or {}))
+    if forked is not None:
+        return forked.run(list(map(str, args)), env=full_env, cwd=ROOT)
     cmd = [sys.executable, str(ROOT / "main.py"), *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=full_env, timeout=300, **popen)
 
@@ -117,9 +129,11 @@ class Net(nn.Module):
 """
 
 
-@pytest.fixture
-def bad(tmp_path):
-    """Bad inputs of every kind, by name; {name} in a case's arguments becomes its path."""
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory):
+    """Bad inputs of every kind, by name; {name} in a case's arguments becomes its path. Made
+    once: every case checks that it changed none of them and wrote nothing under {tmp}."""
+    tmp_path = tmp_path_factory.mktemp("bad")
     d = tmp_path / "in"
     d.mkdir()
     f = {"tmp": tmp_path}
@@ -268,26 +282,34 @@ CASES = {
 }
 
 
+# run also as a plain `python main.py` subprocess: an argument error, a bad file, a bad database
+SUBPROCESS_CASES = {"threads_huge", "pipeline_deep_json", "db_truncated"}
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_invocation_is_one_line_exit_2_and_writes_nothing(case, bad, tmp_path):
+def test_bad_invocation_is_one_line_exit_2_and_writes_nothing(case, bad, tmp_path, forked):
     args, fragments = CASES[case]
     env_db = tmp_path / "env.sqlite"
     before = {k: v.read_bytes() for k, v in bad.items() if isinstance(v, Path) and v.is_file()}
     cache = tmp_path / "cache"
-    r = cli(_fill(args, bad), env_db, env={"XDG_CACHE_HOME": str(cache)})
+    r = cli(_fill(args, bad), env_db, env={"XDG_CACHE_HOME": str(cache)}, forked=forked)
     assert_one_line_error(r, *fragments)
+    if case in SUBPROCESS_CASES:  # the forked run is what a fresh process does
+        plain = cli(_fill(args, bad), env_db, env={"XDG_CACHE_HOME": str(cache)})
+        assert (plain.returncode, plain.stdout, plain.stderr) == (r.returncode, r.stdout, r.stderr)
     assert not env_db.exists(), "a failed command created the database"
     for k, data in before.items():  # inputs, and databases given with --db, are unchanged ...
         assert bad[k].read_bytes() == data, k
         assert not Path(f"{bad[k]}-wal").exists() and not Path(f"{bad[k]}-shm").exists(), k
     # ... and nothing was written: no weights, no output file, no cache entry, no stray files
-    assert not (tmp_path / "w").exists() and not (tmp_path / "x.jsonl.gz").exists()
+    assert not (bad["tmp"] / "w").exists() and not (bad["tmp"] / "x.jsonl.gz").exists()
+    assert sorted(p.name for p in bad["tmp"].iterdir()) == ["in"]
     assert not cache.exists() or files_under(cache) == []
     assert not bad["missing_dir"].exists() and files_under(bad["a_dir"]) == []
 
 
-def test_env_database_that_is_not_a_database_is_reported_without_db_option(bad, tmp_path):
-    r = cli(["measure", "blur", "--size", "small"], bad["garbage_db"])
+def test_env_database_that_is_not_a_database_is_reported_without_db_option(bad, tmp_path, forked):
+    r = cli(["measure", "blur", "--size", "small"], bad["garbage_db"], forked=forked)
     assert_one_line_error(r, "garbage.sqlite", "not an SQLite database")
 
 
@@ -324,11 +346,11 @@ ONNX_CASES = {
 
 
 @pytest.mark.parametrize("case", list(ONNX_CASES))
-def test_onnx_window_attributes_are_checked(case, tmp_path):
+def test_onnx_window_attributes_are_checked(case, tmp_path, forked):
     make, mutate, fragment = ONNX_CASES[case]
     model = make(tmp_path / f"{case}.onnx", **mutate)
     node = "pool1" if "pool" in case else "conv1"  # ONNX's inference or the importer: either names node and attribute
-    r = cli(["import", model, "--weights-dir", tmp_path / "w", "--out", tmp_path / "p.json"], tmp_path / "env.sqlite")
+    r = cli(["import", model, "--weights-dir", tmp_path / "w", "--out", tmp_path / "p.json"], tmp_path / "env.sqlite", forked=forked)
     assert_one_line_error(r, f"{case}.onnx", node, fragment)
     assert not (tmp_path / "w").exists() and not (tmp_path / "p.json").exists() and not (tmp_path / "env.sqlite").exists()
 
