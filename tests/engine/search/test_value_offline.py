@@ -19,7 +19,7 @@ from engine.randpipe import random_pipeline
 from engine.schedule import Schedule, validate
 from engine.search import Budget, run_search
 from engine.search.greedy import zero_measure_search
-from engine.search.space import order
+from engine.search.space import order, seed_schedule
 from engine.search.value_offline import (
     KINDS,
     OfflineValue,
@@ -94,3 +94,15 @@ def test_value_files_round_trip_and_a_damaged_one_is_refused(tmp_path):
     (tmp_path / "value.pt").write_bytes(b"not a zip")
     with pytest.raises(ModelFileError, match="value.pt"):
         load_value(tmp_path)
+
+
+def test_training_states_include_the_heuristic_trajectory_and_template_siblings():
+    # Offline only: the training pipeline's heuristic schedule is a trajectory and a rollout
+    # guide, so the best target is at most the model's time of that schedule, and the template
+    # alternatives along it are states of their own (greedy with V never sees the heuristic).
+    p, model = random_pipeline(7, max_stages=4), AnalyticModel()
+    plain = collect(TrainingPipeline(p), model, random.Random(0), TrainConfig(**{**CFG.__dict__, "heuristic_guide": False}))
+    guided = collect(TrainingPipeline(p), model, random.Random(0), CFG)
+    assert len(guided) >= len(plain) + len(order(p))  # the heuristic's prefixes, and its siblings
+    h_ms = model.predict_many(p, [seed_schedule(p)])[0].total_ms
+    assert min(s.time_ms for s in guided) <= h_ms * (1 + 1e-6)
