@@ -23,6 +23,7 @@ from .ir import Pipeline, Stage
 from .loops import LRU as LRU  # the per-pipeline caches, defined with the loops (validation uses them too)
 from .loops import cache_stats as cache_stats
 from .loops import clear_caches as clear_caches
+from .loops import gc_paused as gc_paused
 from .loops import pipeline_cache as pipeline_cache
 from .schedule import Kind, Schedule, StageSchedule, definition_loops, validate
 

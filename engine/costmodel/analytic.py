@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import BYTES_PER_ELEMENT, Pipeline
-from ..loopnest import LRU, LoopNest, pipeline_cache
+from ..loopnest import LRU, LoopNest, gc_paused, pipeline_cache
 from ..schedule import Schedule
 from .base import BatchedModel, Prediction, nests_of, predictions
 
@@ -101,9 +101,10 @@ class AnalyticModel(BatchedModel):
 
     def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
         """`nests` may be passed when the caller already built the loop nests."""
-        built = nests_of(p, schedules, nests)
+        with gc_paused():
+            built = nests_of(p, schedules, nests)
+            terms = np.array([stage_terms(nest, st.name) for nest in built for st in p.stages], dtype=np.float64)
         n = len(p.stages)
-        terms = np.array([stage_terms(nest, st.name) for nest in built for st in p.stages], dtype=np.float64)
         ms = stage_ms_array(terms.reshape(-1, N_TERMS), self.cores).reshape(len(built), n)
         rows = ms.tolist()  # summed as Python floats in stage order, as one schedule alone is
         return predictions(self.name, p, [sum(row) for row in rows], rows)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Pipeline
-from ..loopnest import LoopNest
+from ..loopnest import LoopNest, gc_paused
 from ..schedule import Schedule
 from .base import BatchedModel, Prediction, nests_of, predictions
 from .dataset import Sample, samples_to_predict
@@ -56,5 +56,6 @@ class LearnedModel(BatchedModel):
         raise NotImplementedError
 
     def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
-        totals, stages = self.predict_samples(samples_to_predict(p, nests_of(p, schedules, nests)), p)
+        with gc_paused():
+            totals, stages = self.predict_samples(samples_to_predict(p, nests_of(p, schedules, nests)), p)
         return predictions(self.name, p, totals.tolist(), stages)

@@ -29,7 +29,7 @@ import lightgbm as lgb
 import numpy as np
 
 from ..ir import Pipeline
-from ..loopnest import LRU, LoopNest, pipeline_cache
+from ..loopnest import LRU, LoopNest, gc_paused, pipeline_cache
 from ..schedule import Schedule
 from . import features as F
 from .base import Prediction, nests_of, predictions
@@ -151,6 +151,10 @@ class TVMModel(LearnedModel):
         scores are cached per pipeline by that key; only the rows of keys not seen are built
         and scored (one LightGBM call), and no edge features (the trees do not read them).
         The arithmetic after the scores is `predict_samples`' own, so the results are equal."""
+        with gc_paused():
+            return self._predict_many(p, schedules, nests)
+
+    def _predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None) -> list[Prediction]:
         built = nests_of(p, schedules, nests)
         if not built:
             return []
