@@ -4,14 +4,13 @@ timings are reported, never asserted)."""
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine import api, zoo
 from engine.bench.peers import measure_peers, time_callable
+from tests.cli_fork import shared_server
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL_CNN = ROOT / "resources" / "models" / "small_cnn.onnx"
@@ -30,7 +29,7 @@ NATURAL = [
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return shared_server().run(list(args), cwd=ROOT, timeout=600)  # `python main.py ARGS`, forked (tests/cli_fork.py)
 
 
 def _finite_positive(t):

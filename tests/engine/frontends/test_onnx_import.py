@@ -3,8 +3,6 @@ and the sample models end to end (import, default schedule, Halide, verify)."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ from engine import api
 from engine import reference as R
 from engine.frontends import ModelImportError, UnsupportedModelError, import_onnx
 from engine.schedule import default_schedule
+from tests.cli_fork import shared_server
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "resources" / "models"
@@ -408,7 +407,7 @@ def test_sample_model_end_to_end(model, tmp_path):
 
 def _cli(*args, cache=None):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache)) if cache else None  # imported weights go to a temp cache
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    return shared_server().run(list(args), env=env, cwd=ROOT, timeout=300)  # `python main.py ARGS`, forked (tests/cli_fork.py)
 
 
 def test_cli_import_json_and_bad_file(tmp_path):
