@@ -10,7 +10,7 @@ Per case: each policy's makespan and validity (a placement over a device's memor
 and is never "best"), the best heuristic (the lowest valid makespan of the non-learned
 policies) and each policy's ratio to it. The summary, per policy: the geometric mean ratio,
 how often it is within 2% of the best heuristic, its worst ratio; and for each learned policy
-where it beats m-ETF and m-SCT, by how much, and where it does not.
+where it beats the single device, round-robin, m-ETF and m-SCT, by how much, and where it does not.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _summary(cases: list[dict[str, Any]], policies: Sequence[str]) -> dict[str, 
         }
     versus: dict[str, Any] = {}
     for learned in (p for p in policies if p in LEARNED_NAMES):
-        for rival in ("etf", "sct"):
+        for rival in ("single", "roundrobin", "etf", "sct"):  # the targets: beats single device and round-robin; m-ETF, m-SCT
             if rival not in policies:
                 continue
             wins, losses, ties = [], [], 0
