@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from . import expr as E
 from .ir import Pipeline, PipelineError
 from .loopnest import placements
-from .recipes import VectorTarget, conv_block, dense_output, dividing, fit, matmul_block, strips, vector_target, vector_update
+from .recipes import VectorTarget, conv_block, conv_root_block, dense_output, dividing, fit, matmul_block, strips, vector_target, vector_update
 from .schedule import S, Schedule, ScheduleError, validate, validate_stage
 
 RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
@@ -289,6 +289,10 @@ class _Heuristic:
 
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
+        if st.is_reduction and st.op == "conv2d" and len(st.dims) == 4:
+            par = conv_root_block(self.s, p, n, target=self.vt)
+            self.host[n] = None if par.endswith("o") else (n, par)
+            return f"root, conv register-blocked in its own buffer (conv_root_block), parallel along {par}"
         if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
             self.host[n] = (n, dense_output(self.s, p, n, target=self.vt))
             return "root, matmul accumulating in its own buffer (dense_output)"

@@ -317,11 +317,13 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
     than the lanes to one vector). When rounding up would over-read, of narrower vectors
     that divide W (full rows) and full vectors in blocks inside the row, the one with more
     useful lanes x FMAs per load (AVX2 at W=28: 8-lane blocks of 2 vectors over 4-lane
-    ones; W=14: 8 lanes over 2; W=7: 4 lanes in two overlapping blocks over scalars)."""
+    ones; W=14: 8 lanes over 2). A row shorter than the lanes is one vector of W lanes."""
     vw = min(vt.lanes, 1 << max(0, (w - 1).bit_length()))  # a row shorter than the lanes: one vector
     extra = ceil_div(w, vw) * vw - w
     if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
         return vw, False
+    if w < vt.lanes:
+        return w, False  # the whole row as one vector register (7 of 8 lanes): no tail, no over-read
     narrow = dividing(vt.lanes // 2, w)
     inside = fit(vt.lanes, w)
     nvec = ceil_div(w, narrow)
@@ -406,6 +408,54 @@ def conv_block(
         else:
             u.unroll(cc)
     return strip
+
+
+def conv_root_block(s: Schedule, p: Pipeline, conv: str, target: str | VectorTarget | None = None) -> str:
+    """A conv `conv[n, c, y, x]` (+)= ... computed at root in its own buffer (no pointwise
+    consumer to tile: MobileNetV2's projections feed the next block's conv, or an output):
+    its update register-blocked in place (root_conv_blocking: channels x x vectors with the
+    reduction loops outside the block), so LLVM keeps the block in registers for the whole
+    reduction instead of one accumulator chain per vector. The splits divide the extents:
+    an update can neither round up past its buffer nor shift inwards (points would be
+    updated twice), and a guarded vector tail runs scalar (measured 2-2.5x slower than a
+    full-row vector of 7 or 14 lanes at MobileNetV2's 7x7 / 14x14 projections on AVX2).
+    Channels outermost and parallel where the weights outweigh the output plane (as
+    conv_block), else rows. Returns the parallel loop of the update."""
+    vt = vector_target(target)
+    st = p.stage(conv)
+    c, h, w = st.shape[-3:]
+    cc, cy, cx = (_dim(p, conv, k) for k in (-3, -2, -1))
+    cb, vw, xv = root_conv_blocking(c, w, vt)
+    rvars = [d.name for d in st.rdom]
+    S(s, conv).compute_root().vectorize(cx, vw)
+    u = S(s, conv).update().split(cc, f"{cc}o", f"{cc}i", cb).split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", xv)
+    taps = math.prod(d.extent for d in st.rdom[1:])
+    outer = [cy, f"{cc}o"] if c * taps > h * w and c // cb > 1 else [f"{cc}o", cy]
+    u.reorder(f"{cx}_v", f"{cx}_u", f"{cc}i", *reversed(rvars), cx, *outer).vectorize(f"{cx}_v").unroll(f"{cx}_u").unroll(f"{cc}i")
+    S(s, conv).parallel(cy)
+    u.parallel(outer[-1])
+    return outer[-1]
+
+
+def root_conv_blocking(c: int, w: int, target: str | VectorTarget | None = None) -> tuple[int, int, int]:
+    """(channels, vector width, vectors along x) of conv_root_block's register block: every
+    factor divides its extent. Vector widths: the lanes where they divide W, else a divisor
+    of W up to twice the lanes (a whole short row: 7 = one ymm, 14 = two); a vector of vw
+    lanes takes ceil(vw / lanes) registers. Chosen for useful lanes per load (ch broadcasts
+    and the x vectors' registers per tap) with ch x registers at most the accumulators."""
+    vt = vector_target(target)
+    best: tuple[float, int, int, int] = (0.0, 1, 1, 1)
+    for vw in range(1, min(w, 2 * vt.lanes) + 1):
+        if w % vw:
+            continue
+        regs = ceil_div(vw, vt.lanes)
+        for xv in range(1, w // vw + 1):
+            if (w // vw) % xv or xv * regs > vt.accumulators:
+                continue
+            for ch in range(1, min(c, vt.accumulators // (xv * regs)) + 1):
+                if c % ch == 0:
+                    best = max(best, (ch * xv * vw / (ch + xv * regs), ch, vw, xv))
+    return best[1], best[2], best[3]
 
 
 def dense_output(
