@@ -35,7 +35,18 @@ from dataclasses import dataclass, field
 from . import expr as E
 from .ir import Pipeline, PipelineError
 from .loopnest import placements
-from .recipes import VectorTarget, conv_block, conv_root_block, dense_output, dividing, fit, matmul_block, strips, vector_target, vector_update
+from .recipes import (
+    VectorTarget,
+    conv_block,
+    conv_root_block,
+    dense_output,
+    dividing,
+    fit,
+    matmul_block,
+    strips,
+    vector_target,
+    vector_update,
+)
 from .schedule import S, Schedule, ScheduleError, validate, validate_stage
 
 RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
