@@ -461,7 +461,7 @@ class _Memo:
     def __init__(self, p: Pipeline) -> None:
         self.names = list(p.stage_map)  # the order of a schedule's `whole` key
         self.pos = {n: k for k, n in enumerate(self.names)}
-        self.recent: list[tuple[tuple, list[str]]] = []  # the last schedules that passed, with their stages placed at a loop
+        self.recent: list[tuple[tuple, dict[str, frozenset[str]]]] = []  # the last schedules that passed (`_near`)
         self.loops: L.LRU[tuple, tuple[L.Loop, ...]] = L.LRU(LOOPS_MEMO)
         self.stages: L.LRU[tuple, bool] = L.LRU(VALID_MEMO)  # `_validity_key`s that passed
         self.schedules: L.LRU[tuple, bool] = L.LRU(SCHEDULES_MEMO)  # whole schedules that passed, by their stages
@@ -603,19 +603,22 @@ def validate(p: Pipeline, sched: Schedule) -> None:
     except TypeError:  # not a Directive in a list (unhashable): check_shapes says which
         whole = None
     near = _near(memo, whole) if whole is not None else None
-    for name, ss in sched.stages.items():
-        if near is not None and name not in near[0]:
-            continue  # the same stage schedule as in a schedule that passed
+    if near is None:
+        shapes: Iterable[str] = sched.stages
+    else:  # the other stage schedules are those of a schedule that passed
+        shapes = [n for n in sched.stages if n in near[0]] if len(near[0]) > 1 else [n for n in near[0] if n in sched.stages]
+    for name in shapes:
         if name not in p.stage_map:
             raise ScheduleError(name, f"no such stage in pipeline {p.name!r} (stages: {', '.join(p.stage_map)})")
-        check_shapes(name, ss)
+        check_shapes(name, sched.stages[name])
     todo = []
     # Near a schedule that passed, only the changed stages and the stages placed at a loop
-    # downstream of a change can have another validity key (a key reads only its stage and
-    # stages downstream of it); the rest passed with the same key.
-    names = [s.name for s in p.stages] if near is None else _candidates(p, sched, *near)
+    # whose key read a changed stage can have another validity key (the walk that makes a
+    # key reads only the stages it visits); the rest passed with the same key.
+    names = memo.names if near is None else _candidates(memo, *near)
+    keys = {}
     for name in names:
-        key = _validity_key(p, sched, name)
+        key = keys[name] = _validity_key(p, sched, name)
         if memo.stages.get(key) is None:
             todo.append((name, key))
     for name, _ in todo:
@@ -626,38 +629,37 @@ def validate(p: Pipeline, sched: Schedule) -> None:
         memo.stages.put(key, True)
     if whole is not None:
         memo.schedules.put(whole, True)
-        if near is None:
-            ats = [name for name, ss in zip(memo.names, whole) if ss is not None and _placed_at(ss)]
-        else:  # the near schedule's, where they changed
-            ats = [n for n in near[1] if n not in near[0]] + [n for n in near[0] if _placed_at(sched.of(n))]
-        memo.recent = [(whole, ats), *memo.recent[: RECENT_PASSED - 1]]
+        # Per stage placed at a loop, the stages its key read (for the next schedule near this one).
+        visits = {} if near is None else {n: v for n, v in near[1].items() if n not in near[0]}
+        for name, key in keys.items():
+            if len(key) == 3:
+                visits[name] = frozenset(n for n, _ in key[2])
+            else:
+                visits.pop(name, None)
+        memo.recent = [(whole, visits), *memo.recent[: RECENT_PASSED - 1]]
 
 
-def _placed_at(ss: StageSchedule) -> bool:
-    return any(d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT) for d in ss.pure)
-
-
-def _near(memo: _Memo, whole: tuple) -> tuple[set[str], list[str]] | None:
-    """(the stages whose schedules differ, the stages placed at a loop) of a recent schedule
-    that passed and differs from `whole` in at most a quarter of the stages; else None."""
+def _near(memo: _Memo, whole: tuple) -> tuple[set[str], dict[str, frozenset[str]]] | None:
+    """(the stages whose schedules differ, per stage placed at a loop the stages its key
+    read) of a recent schedule that passed and differs from `whole` in at most a quarter of
+    the stages; else None."""
     limit = max(2, len(whole) // 4)
-    for prev, ats in memo.recent:
+    for prev, visits in memo.recent:
         differ = [k for k, a, b in zip(itertools.count(), whole, prev) if a is not b]
         if len(differ) <= 4 * limit:
             changed = [k for k in differ if whole[k] != prev[k]]
             if len(changed) <= limit:
-                return {memo.names[k] for k in changed}, ats
+                return {memo.names[k] for k in changed}, visits
     return None
 
 
-def _candidates(p: Pipeline, sched: Schedule, changed: set[str], ats: list[str]) -> list[str]:
+def _candidates(memo: _Memo, changed: set[str], visits: dict[str, frozenset[str]]) -> list[str]:
     """The stages whose validity key may differ from the near schedule's, in stage order."""
     out = set(changed)
-    for name in ats:
-        if name not in out and not changed.isdisjoint(p.downstream(name)):
+    for name, seen in visits.items():
+        if name not in out and not changed.isdisjoint(seen):
             out.add(name)
-    pos = _memo(p).pos
-    return sorted(out, key=pos.__getitem__)
+    return sorted(out, key=memo.pos.__getitem__)
 
 
 def _validity_key(p: Pipeline, sched: Schedule, stage: str) -> tuple:
