@@ -301,9 +301,10 @@ class _Heuristic:
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
         if st.is_reduction and st.op == "conv2d" and len(st.dims) == 4:
-            par = conv_root_block(self.s, p, n, target=self.vt)
-            self.host[n] = None if par.endswith("o") else (n, par)
-            return f"root, conv register-blocked in its own buffer (conv_root_block), parallel along {par}"
+            loop = conv_root_block(self.s, p, n, target=self.vt)
+            # Producers per row of the update; a channel block reads every row (producers at root).
+            self.host[n] = (n, loop) if loop == st.dims[-2].name else None
+            return f"root, conv register-blocked in its own buffer (conv_root_block), parallel along {loop}"
         if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
             self.host[n] = (n, dense_output(self.s, p, n, target=self.vt))
             return "root, matmul accumulating in its own buffer (dense_output)"
