@@ -10,7 +10,8 @@ from engine.bench.peak import fma_kernel
 from engine.hand_schedules import hand_schedule
 from engine.heuristic import heuristic_schedule, plan
 from engine.measure import Runner
-from engine.recipes import ceil_div, conv_blocking, fit, vector_target
+from engine.ops import Builder
+from engine.recipes import ceil_div, conv_blocking, fit, root_conv_blocking, vector_target
 from engine.schedule import Directive, Schedule, validate
 
 AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
@@ -100,3 +101,53 @@ def test_narrow_and_host_target_schedules_verify(name, runner):
     for label, s in scheds.items():
         m = api.measure(p, s, runner, None, **VERIFY_ONLY)
         assert m.ok and m.verified, (name, label, m.error)
+
+
+def _bottleneck(w: int) -> Builder:
+    """A ResNet/MobileNet-like piece at width `w`: a 1x1 conv + ReLU reading an input (its
+    row can't be rounded up), a residual add of two convs, and a projection conv read by
+    another conv (no pointwise consumer: computed at root)."""
+    b = Builder(f"bottleneck{w}", "small-width conv blocks")
+    x = b.input("x", (1, 8, w, w))
+
+    def conv(name: str, src: str, cin: int, cout: int) -> str:
+        return b.conv2d(name, src, b.input(f"{name}_w", (cout, cin, 1, 1)), b.input(f"{name}_b", (cout,)))
+
+    r1 = b.activation("r1", conv("c1", x, 8, 16), "relu")
+    r2 = b.activation("r2", b.add("add", conv("c2", r1, 16, 16), conv("c3", x, 8, 16)), "relu")
+    proj = conv("proj", r2, 16, 8)
+    return b.build([b.activation("out", conv("c5", proj, 8, 8), "relu")])
+
+
+def test_small_width_conv_blocks_use_full_vectors():
+    # AVX2 (8 lanes): W=28 and W=14 rows can't round up past the input, so x blocks of whole
+    # 8-lane vectors inside the row (the last shifted inwards), not 4- or 2-lane vectors; a
+    # W=7 row is one 7-lane vector. Both convs of the residual add share the anchor's tiles.
+    for w, lanes in ((28, 8), (14, 8), (7, 7)):
+        p = _bottleneck(w)
+        pl = plan(p, AVX2)
+        assert "conv_block" in pl.rules["c1"] and "conv_block" in pl.rules["c2"] and "conv_block" in pl.rules["c3"], pl.rules
+        assert "conv_root_block" in pl.rules["proj"], pl.rules
+        for conv in ("c1", "c2", "c3"):
+            assert _split(pl.schedule, conv, "x_v").factor == lanes, (w, conv)
+        tile = _split(pl.schedule, "r1", "x", update=False).factor
+        assert tile is not None and tile <= w and tile % lanes == 0
+        validate(p, pl.schedule)
+
+
+def test_root_conv_blocks_divide_and_fit_the_registers():
+    assert root_conv_blocking(320, 7, AVX2) == (10, 7, 1) and root_conv_blocking(96, 14, AVX2) == (6, 14, 1)
+    for target in (AVX2, AVX512, SSE):
+        vt = vector_target(target)
+        for c in (3, 8, 24, 96, 160, 320, 1000):
+            for w in (1, 7, 14, 28, 56, 112):
+                ch, vw, xv = root_conv_blocking(c, w, target)
+                assert c % ch == 0 and w % (vw * xv) == 0, (target, c, w)
+                assert ch * xv * ceil_div(vw, vt.lanes) <= vt.accumulators, (target, c, w)
+
+
+@pytest.mark.parametrize("w", [14, 7])
+def test_small_width_conv_blocks_verify(w, runner):
+    p = _bottleneck(w)
+    m = api.measure(p, heuristic_schedule(p), runner, None, **VERIFY_ONLY)
+    assert m.ok and m.verified, m.error
