@@ -25,7 +25,7 @@ from .loops import cache_stats as cache_stats
 from .loops import clear_caches as clear_caches
 from .loops import gc_paused as gc_paused
 from .loops import pipeline_cache as pipeline_cache
-from .schedule import Kind, Schedule, StageSchedule, definition_loops, validate
+from .schedule import Kind, Schedule, ScheduleError, StageSchedule, definition_loops, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
 
@@ -670,9 +670,17 @@ class _Nest:
             idx = self.loop_index[cons][loop]
             region = self.region_needed(name, cons, idx)
             realizations = pl[cons].realizations * math.prod(lp.extent for lp in pl[cons].loops[: idx + 1])
-        ext = {d.name: e for d, e in zip(s.dims, region)}
-        pure_loops = definition_loops(p, self.sched, name, False, ext)
-        loops = definition_loops(p, self.sched, name, True, ext) if s.is_reduction else pure_loops
+        pure_loops = loops = None
+        if region == s.shape:  # the stage's own extents: the loops validation memoized by its directives
+            try:
+                pure_loops = definition_loops(p, self.sched, name, False)
+                loops = definition_loops(p, self.sched, name, True) if s.is_reduction else pure_loops
+            except ScheduleError:  # what only the checks at those extents refuse: the loops below
+                pure_loops = None
+        if pure_loops is None or loops is None:
+            ext = {d.name: e for d, e in zip(s.dims, region)}
+            pure_loops = definition_loops(p, self.sched, name, False, ext)
+            loops = definition_loops(p, self.sched, name, True, ext) if s.is_reduction else pure_loops
         allocation = region
         if store_root:
             allocation = s.shape
