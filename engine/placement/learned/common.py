@@ -62,7 +62,7 @@ THREADS = 1  # the placers' networks are small: more threads only contend (with 
 INVALID_COST = 2.0
 INVALID_MARGIN = 0.05  # an invalid placement costs at least this much more than the batch's worst valid one
 OVERFLOW_WEIGHT = 1.0  # ... plus this times its worst device's overflow (peak / capacity - 1, at most 1)
-FEATURES_VERSION = 1  # bump when node_features / pair features change: shipped weights say which they read
+FEATURES_VERSION = 2  # bump when node_features / pair features change: shipped weights say which they read
 
 
 def few_threads(fn: Callable[P, R]) -> Callable[P, R]:

@@ -32,16 +32,22 @@ WITHIN = 1.05
 
 
 def compare(
-    sizes: Sequence[int], profiles: Sequence[str], rl_s: float, weights: Path = WEIGHTS, rl_from: dict[str, Any] | None = None
+    sizes: Sequence[int],
+    profiles: Sequence[str],
+    rl_s: float,
+    weights: Path = WEIGHTS,
+    rl_from: dict[str, Any] | None = None,
+    graph_seed: int = 0,
 ) -> dict[str, Any]:
-    """Per (size, profile): the gnn's zero-shot makespan, rl's after `rl_s` s of training (or `rl_from`'s), their ratio."""
+    """Per (size, profile): the gnn's zero-shot makespan, rl's after `rl_s` s of training (or `rl_from`'s), their ratio.
+    The graphs: random_graph(size, SEED_BASE + 1000 x graph_seed + size)."""
     net = load_policy(weights)
     known = {(c["nodes"], c["profile"]): c for c in (rl_from or {}).get("cases", [])}
     cases = []
     for prof_name in profiles:
         prof = load_profile(prof_name)
         for n in sizes:
-            g = random_graph(n, SEED_BASE + n)
+            g = random_graph(n, SEED_BASE + 1000 * graph_seed + n)
             pr = Problem(g, prof, roofline_costs(g, prof))
             sims = [place(pr, name).simulation for name in HEURISTICS]
             best_h = min((s.makespan_s for s in sims if s.valid), default=None)
@@ -77,6 +83,7 @@ def compare(
         "simulated": True,
         "weights": str(weights),
         "rl_s": rl_s,
+        "graph_seed": graph_seed,
         "host": platform.node(),
         "cases": cases,
         "within_5pct": sum(1 for r in ratios if r <= WITHIN),
@@ -93,11 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rl-s", type=float, default=20.0, help="rl's training budget per graph, seconds")
     ap.add_argument("--weights", type=Path, default=WEIGHTS, help="the graph network's weights")
     ap.add_argument("--rl-from", type=Path, help="an earlier run's JSON: reuse its rl makespans")
+    ap.add_argument("--graph-seed", type=int, default=0, help="another set of random graphs")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rl_from = json.loads(args.rl_from.read_text()) if args.rl_from else None
-    res = compare(sizes, [p for p in args.profiles.split(",") if p], args.rl_s, args.weights, rl_from)
+    res = compare(sizes, [p for p in args.profiles.split(",") if p], args.rl_s, args.weights, rl_from, args.graph_seed)
     print(
         f"within 5% of rl: {res['within_5pct']} of {len(res['cases'])}; gnn/rl median {res['median_ratio']:.3f}, "
         f"range {res['min_ratio']:.3f}-{res['max_ratio']:.3f}"

@@ -10,7 +10,8 @@ the current schedule) through L rounds of message passing forwards (mean over pr
 backwards (mean over consumers). Each (operation, device) pair is scored from the operation's
 embedding and pair features (is it there now, the share of its inputs and consumers there,
 its relative compute time there, the estimated transfer time if it moved there, the device's
-load and memory use and figures), so one network serves profiles of any number of devices.
+load and memory use and figures, what the operation would add to that device's memory and whether
+that would go over its capacity), so one network serves profiles of any number of devices.
 
 Training: REINFORCE on the per-round improvement of √(makespan / reference) (invalid
 placements cost more than the round's valid ones: common.Evaluator), the return-to-go baselined by the mean over the samples
@@ -61,7 +62,7 @@ from .common import (
 __all__ = ["WEIGHTS", "GNNPlacer", "GNNRun", "load_policy", "place_gnn", "run_gnn", "train_gnn"]
 
 WEIGHTS = PLACEMENT_DIR / "gnn_placer.pt"
-PAIR_FEATURES = 11
+PAIR_FEATURES = 13
 NODE_DYNAMIC = 2
 
 
@@ -102,6 +103,10 @@ class _Static:
         mem = np.array([dv.memory_bytes for dv in prof.devices], dtype=np.float64)
         need = sum(nd.weight_bytes + nd.output_bytes for nd in g.nodes) + 1.0
         self.capacity = mem
+        # What a node would add to a device's memory (its weights and output) against the device's capacity:
+        # with the device's peak use, whether moving it there would go over (memory_tight's decisions).
+        need_i = np.array([nd.weight_bytes + nd.output_bytes for nd in g.nodes], dtype=np.float64)
+        self.need = need_i[:, None] / np.maximum(mem[None, :], 1.0)  # [n, D]
         self.device = np.stack(
             [np.log(flops / flops.max()), np.log(mbw / mbw.max()), np.log1p(mem / need) - np.log1p(1.0)], axis=1
         )  # [D, 3]
@@ -142,6 +147,8 @@ class _Static:
                 np.broadcast_to(np.minimum(memu, 4.0)[:, None, :], (k, n, d)),
                 *(np.broadcast_to(self.device[None, None, :, j], (k, n, d)) for j in range(3)),
                 np.broadcast_to((memu > 1.0)[:, None, :], (k, n, d)).astype(np.float64),
+                np.broadcast_to(np.minimum(self.need, 4.0)[None], (k, n, d)),
+                (memu[:, None, :] + off * self.need[None] > 1.0).astype(np.float64),  # moving it there would not fit
             ],
             axis=3,
         )
