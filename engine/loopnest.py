@@ -401,6 +401,16 @@ def _compose(t: _Aff, env: dict[str, _Aff]) -> _Aff:
     return _lincomb(c, ((env[v], pp, nn) for v, pp, nn in t.terms), frozenset().union(*(env[v].variables for v in t.variables)))
 
 
+def _compose_group(g: tuple, env: dict[str, _Aff]) -> tuple:
+    """A group of `_groups` (terms, variables, least and greatest constant) with `env`'s
+    indices substituted for its variables: `_compose` of each member, whose constants all
+    shift by the same amount."""
+    terms, vs, lo, hi = g
+    shift = sum((pp - nn) * env[v].c for v, pp, nn in terms)
+    t = _lincomb(0, ((env[v], pp, nn) for v, pp, nn in terms), frozenset().union(*(env[v].variables for v in vs)))
+    return t.terms, t.variables, lo + shift, hi + shift
+
+
 def _index_form(r: _Aff) -> IndexForm:
     aff = (tuple((v, pp - nn) for v, pp, nn in r.terms if pp != nn), r.c)
     return IndexForm((r.c,) if r.kind == "const" else None, aff, r.variables)
@@ -785,24 +795,36 @@ class _Nest:
 
     def _groups(self, stage: str, source: str) -> tuple:
         """Per axis of `source`: its composed indices in `stage`, grouped by their terms and
-        variables (the constant alone differs: keep the least and the greatest)."""
+        variables (the constant alone differs: keep the least and the greatest). Composed
+        group by group: substituting an index into a group shifts its constants alike, so an
+        inlined reader's groups come from its source's without listing every access of the
+        chain (a chain of stencils multiplies them)."""
         key = (stage, source, self.closure[stage])
         hit = self.c.groups.get(key)
         if hit is not None:
             return hit
-        exprs = 1 if stage in self.inlined else len(self.p.stage(stage).exprs())
-        axes: list[dict] = []
-        for k in range(exprs):
-            for (src, idx), _ in self._composed(stage, k).items():
-                if src != source:
+        s = self.p.stage(stage)
+        axes: list[dict] | None = None
+        for ex in (s.value,) if stage in self.inlined else s.exprs():
+            for a in self.c.skeleton(ex):
+                reps = cast(tuple[_Aff, ...], tuple(self.c.aff(ix) for ix in a.index))  # a _simple stage's are all _Aff
+                if a.source in self.inlined:
+                    env = dict(zip(self.c.dims[a.source], reps))
+                    parts = [[_compose_group(g, env) for g in ax] for ax in self._groups(a.source, source)]
+                elif a.source == source:
+                    parts = [[(r.terms, r.variables, r.c, r.c)] for r in reps]
+                else:
                     continue
-                if not axes:
-                    axes = [{} for _ in idx]
-                for ax, r in zip(axes, idx):
-                    g = (r.terms, r.variables)
-                    lo, hi = ax.get(g, (r.c, r.c))
-                    ax[g] = (min(lo, r.c), max(hi, r.c))
-        out = tuple(tuple((terms, vs, lo, hi) for (terms, vs), (lo, hi) in ax.items()) for ax in axes)
+                if not parts:
+                    continue
+                if axes is None:
+                    axes = [{} for _ in parts]
+                for ax, groups in zip(axes, parts):
+                    for terms, vs, lo, hi in groups:
+                        g = (terms, vs)
+                        old = ax.get(g)
+                        ax[g] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+        out = tuple(tuple((terms, vs, lo, hi) for (terms, vs), (lo, hi) in ax.items()) for ax in axes or ())
         return self.c.groups.put(key, out)
 
     def _affine_hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
