@@ -156,6 +156,17 @@ class LoopNest:
         form of each of its indices): what `E.accesses` of the substituted tree would list."""
         return dict(self.context.stage_access_forms(e))
 
+    def access_classes(self, stage: str, update: bool) -> dict[tuple[str, tuple[tuple[tuple, frozenset[str]], ...]], int] | None:
+        """The accesses of one definition of `stage` with inlined stages substituted, counted per
+        (source, per index: its terms ((variable, P, N), ...) and variables), the constants
+        left out: what `effective_accesses` lists, with the accesses that differ only by a
+        constant offset counted together (composed without listing every access of a chain of
+        stencils). None when an index is not of that affine form (then use `effective_accesses`)."""
+        ctx = self.context
+        if not ctx._simple(stage):
+            return None
+        return ctx.classes(stage, 1 if update else 0)
+
     def inline_closure(self, stage: str) -> frozenset[str]:
         """The inlined stages substituted into `stage`'s definitions (those it reads through
         a chain of inlined stages): with the pipeline, they fix its effective expressions."""
@@ -791,6 +802,25 @@ class _Nest:
                     out[key2] = out.get(key2, 0) + n
             else:
                 out[(a.source, reps)] = out.get((a.source, reps), 0) + 1
+        return self.c.accesses.put(key, out)
+
+    def classes(self, stage: str, k: int) -> dict:
+        """`LoopNest.access_classes` of `stage`'s k-th expression (0: value, 1: update); `stage` is `_simple`."""
+        key = ("classes", stage, k, self.closure[stage])
+        hit = self.c.accesses.get(key)
+        if hit is not None:
+            return hit
+        out: dict = {}
+        for a in self.c.skeleton(self.p.stage(stage).exprs()[k]):
+            reps = cast(tuple[_Aff, ...], tuple(self.c.aff(ix) for ix in a.index))
+            if a.source in self.inlined:
+                env = dict(zip(self.c.dims[a.source], reps))
+                for (src, axes), n in self.classes(a.source, 0).items():
+                    key2 = (src, tuple(_compose_group((terms, vs, 0, 0), env)[:2] for terms, vs in axes))
+                    out[key2] = out.get(key2, 0) + n
+            else:
+                key2 = (a.source, tuple((r.terms, r.variables) for r in reps))
+                out[key2] = out.get(key2, 0) + 1
         return self.c.accesses.put(key, out)
 
     def _groups(self, stage: str, source: str) -> tuple:

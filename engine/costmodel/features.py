@@ -302,6 +302,17 @@ def _loads_along(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, i
 def _count_loads(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, int]:
     body = s.update if s.update is not None else s.value
     dense = bcast = gather = 0
+    classes = nest.access_classes(s.name, s.update is not None)
+    if classes is not None:  # the same counts, offsets of one access pattern together
+        for (_, axes), n in classes.items():
+            deps = [k for k, (_, vs) in enumerate(axes) if dim in vs]
+            if not deps:
+                bcast += n
+            elif deps == [len(axes) - 1] and sum(pp - nn for v, pp, nn in axes[-1][0] if v == dim) == 1:
+                dense += n
+            else:
+                gather += n
+        return dense, bcast, gather
     for (_, index), n in nest.effective_accesses(body).items():
         deps = [k for k, ix in enumerate(index) if dim in ix.variables]
         if not deps:

@@ -288,3 +288,36 @@ def test_required_region_is_the_whole_producer_when_read_elsewhere():
     nest = loopnest.build(p, s)
     assert nest.required_region("input", "blur_y") == p.shape_of("input")  # blur_y reads input only through blur_x
     assert math.prod(nest.required_region("blur_x", "blur_y", "realization")) == 66 * 64
+
+
+def _without_constants(nest, st, update):
+    """`effective_accesses` of one definition, the constants left out, counted together."""
+    out = Counter()
+    for (src, forms), n in nest.effective_accesses(st.update if update else st.value).items():
+        out[(src, tuple((f.affine[0], f.variables) for f in forms))] += n
+    return out
+
+
+@pytest.mark.parametrize(
+    "p",
+    [zoo.get(n, "small") for n in ("harris", "unsharp", "resnet_block", "attention")] + [random_pipeline(s, 9, "small") for s in (2, 9)],
+    ids=lambda p: p.name,
+)
+def test_access_classes_equal_the_substituted_accesses(p):
+    """`LoopNest.access_classes` (composed per pattern, offsets together) counts what the
+    accesses composed one by one count, per source and per index's coefficients and variables."""
+    rng = random.Random(4)
+    checked = 0
+    for _ in range(6):
+        nest = loopnest.build(p, sample_schedule(p, rng))
+        for st in p.stages:
+            for update in (False, True) if st.update is not None else (False,):
+                classes = nest.access_classes(st.name, update)
+                if classes is None:
+                    continue
+                got = Counter()
+                for (src, axes), n in classes.items():
+                    got[(src, tuple((tuple((v, a - b) for v, a, b in terms if a != b), vs) for terms, vs in axes))] += n
+                assert got == _without_constants(nest, st, update)
+                checked += 1
+    assert checked > 10
