@@ -8,7 +8,11 @@ killed once `kill_at` of the samples are stored (a new node joins after it: reco
 Each run reports wall seconds and samples per second; the cluster runs also the sample count,
 the distinct (pipeline, schedule) keys, a sha256 of the sorted keys (equal to the local run's:
 nothing lost, nothing added), failures stored, and Ray's retries (task attempts beyond the
-first, from the runner's ledger).
+first, from the runner's ledger). The cluster's coordinator sends through `runner.feeders`
+threads (two per node: a job waits on each node while the coordinator stores the last).
+Where the time goes, per run: CPU seconds of the coordinator process, of the measurement
+workers and of Ray's processes (Linux /proc, this process's tree), and for the cluster runs
+each node's busy share of the wall time (its tasks' start to end, from the runner's timeline).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +61,83 @@ def _check(db: Path, reference: list[tuple[str, str]] | None) -> dict[str, Any]:
     return out
 
 
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process ("coordinator"), of the measurement workers
+    (engine.worker processes, and the children this process reaped: the local Runner's
+    worker) and of the other processes under this one (Ray's), each with its reaped
+    children; empty where /proc is not there."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    procs: dict[int, tuple[int, list[float], str]] = {}
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        procs[pid] = (int(fields[1]), [int(x) / tick for x in fields[11:15]], cmd)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {"coordinator": 0.0, "workers": 0.0, "ray": 0.0}
+    me = os.getpid()
+    todo = [me]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if pid not in procs:
+            continue
+        _, (ut, st, cut, cst), cmd = procs[pid]
+        if pid == me:
+            out["coordinator"] += ut + st
+            out["workers"] += cut + cst
+        else:
+            out["workers" if "engine.worker" in cmd else "ray"] += ut + st + cut + cst
+    return out
+
+
+def _cpu_since(before: dict[str, float], samples: int) -> dict[str, Any]:
+    after = _tree_cpu()
+    if not before or not after:
+        return {}
+    used = {k: round(after[k] - before[k], 2) for k in after}
+    return {"cpu_s": used, "cpu_per_sample_s": round(sum(used.values()) / max(samples, 1), 4)}
+
+
+def _busy(timeline: Iterable[tuple[str, float, float]], t0: float, t1: float) -> dict[str, Any]:
+    """Each node's tasks, busy seconds and busy share of the run's wall time (t0 to t1,
+    wall clock), and how long it sat idle after its last task (the data set's last
+    pipeline, measured one schedule after another, keeps one node busy at the end)."""
+    nodes: dict[str, list[tuple[float, float]]] = {}
+    for node, start, end in timeline:
+        if start >= t0:
+            nodes.setdefault(node, []).append((start, end))
+    wall = max(t1 - t0, 1e-9)
+    per = {
+        n[:8]: {
+            "tasks": len(d), "busy_s": round(sum(b - a for a, b in d), 2), "busy_share": round(sum(b - a for a, b in d) / wall, 3),
+            "idle_at_end_s": round(t1 - max(b for _, b in d), 2),
+        }
+        for n, d in nodes.items()
+    }  # fmt: skip
+    return {"nodes_busy": per, "busy_share": round(sum(x["busy_s"] for x in per.values()) / (wall * max(len(per), 1)), 3)}
+
+
 def _collect(db: Path, n_pipelines: int, per_pipeline: int, seed: int, max_stages: int, job: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    t0 = time.perf_counter()
+    cpu = _tree_cpu()
+    t0, w0 = time.perf_counter(), time.time()
     res = generate(db, n_pipelines, per_pipeline, seed, with_zoo=False, max_stages=max_stages, threads=1, job_options=job, **kw)
     wall = time.perf_counter() - t0
-    return {"wall_s": round(wall, 2), "samples_per_s": round(res.get("samples", 0) / wall, 3), "generate": res}
+    out = {"wall_s": round(wall, 2), "samples_per_s": round(res.get("samples", 0) / wall, 3), "generate": res}
+    out.update(_cpu_since(cpu, int(res.get("samples", 0))))
+    runner = kw.get("runner")
+    if isinstance(runner, RayRunner):
+        out.update(_busy(runner.timeline, w0, w0 + wall))
+    return out
 
 
 def _kill_when(db: Path, n: int, cluster: Any, runner: RayRunner, info: dict[str, Any], stop: threading.Event) -> None:
@@ -114,7 +191,7 @@ def bench_cluster(
             try:
                 _log(f"cluster up in {start_s:.1f} s; collecting")
                 db = Path(tmp, "cluster.sqlite")
-                out["cluster"] = _collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner)
+                out["cluster"] = _collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.feeders, runner=runner)
                 out["cluster"].update(
                     _check(db, reference), start_s=round(start_s, 2), retries=runner.retries(), counts=dict(runner.counts)
                 )
@@ -134,7 +211,7 @@ def bench_cluster(
 
                 def collect() -> None:
                     try:
-                        got.update(_collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.slots, runner=runner))
+                        got.update(_collect(db, n_pipelines, per_pipeline, seed, max_stages, job, workers=runner.feeders, runner=runner))
                     finally:
                         done.set()
 
@@ -155,16 +232,23 @@ def bench_cluster(
 
 
 def _table(r: dict[str, Any]) -> str:
-    lines = ["| run | samples | distinct | samples/s | wall s | retries | lost / extra vs local |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | samples | distinct | samples/s | wall s | CPU s per sample | nodes busy | retries | lost / extra vs local |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in ("local", "cluster", "fault"):
         x = r.get(name)
         if not x:
             continue
         diff = f"{x['missing_vs_local']} / {x['extra_vs_local']}" if "missing_vs_local" in x else "-"
-        lines.append(
-            f"| {name} | {x['samples']} | {x['distinct']} | {x['samples_per_s']} | {x['wall_s']} | {x.get('retries', '-')} | {diff} |"
-        )
+        cells = [name, x["samples"], x["distinct"], x["samples_per_s"], x["wall_s"], x.get("cpu_per_sample_s", "-")]
+        cells += [x.get("busy_share", "-"), x.get("retries", "-"), diff]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append(f"\ncluster / local throughput: {r.get('speedup')}x ({r['nodes']} nodes x 1 CPU; 1 Halide thread per job)")
+    for name in ("local", "cluster", "fault"):
+        c = (r.get(name) or {}).get("cpu_s")
+        if c:
+            lines.append(f"{name} CPU s: coordinator {c['coordinator']}, measurement workers {c['workers']}, Ray {c['ray']}")
     if "fault" in r and "killed_after_samples" in r["fault"]:
         f = r["fault"]
         lines.append(f"fault run: a node killed after {f['killed_after_samples']} samples; {f['retries']} Ray retries")

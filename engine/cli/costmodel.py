@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--seed", type=A.seed, default=0)
     g.add_argument(
         "--workers", type=A.int_in(1, 256), default=None,
-        help="worker processes measuring in parallel (default 1: the cleanest timings; with --cluster: jobs at once, default its CPUs)",
+        help="worker processes measuring in parallel (default 1: the cleanest timings; with --cluster: jobs sent at once, 2 per CPU)",
     )  # fmt: skip
     g.add_argument("--threads", type=A.threads, default=None, help="Halide threads per worker (default: cores / workers)")
     A.add_cluster(g)
@@ -173,7 +173,8 @@ def _generate(args: argparse.Namespace) -> int:
 
     runner = None if args.cluster.kind == "local" else make_runner(args.cluster, args.threads)
     try:
-        workers = args.workers or (runner.slots if runner is not None else 1)
+        # A cluster: two jobs per CPU, so each node has the next one queued (RayRunner.feeders).
+        workers = args.workers or (getattr(runner, "feeders", runner.slots) if runner is not None else 1)
         res = generate(
             _db(args), args.pipelines, args.per_pipeline, args.seed, workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
             size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout},

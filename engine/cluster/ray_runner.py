@@ -15,6 +15,13 @@ an application result, never retried. Ray's own semantics, made explicit:
 
 Compiles run in parallel, one per CPU of a node; timings take the node's timing lock
 (worker.TIMING_LOCK_ENV, a file lock per node id), so a node times one job at a time.
+Callers that wait on one job per thread (`run`) keep every node fed with `feeders` threads
+(two per slot): while one job runs on a node, the next waits in the driver's queue and Ray
+hands it to the node's leased worker as soon as the first returns, so no node waits for the
+coordinator to store a result and sample the next schedule. Placement is Ray's (within the
+kind's nodes): pinning a thread to a node (soft node affinity) kept the handoffs as tight but
+left a node idle at the end of a data set, and a task retried right after its node died
+could be sent to the dead node again until Ray noticed (then cut only by the job timeout).
 A runner measures on one host kind (host fingerprint and Halide target, probed per node):
 the kind with most CPUs unless `kind` names one, its nodes chosen with Ray's node-id label
 selector, so results of different machines never mix; `host` and `target` are that
@@ -34,7 +41,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -45,6 +52,14 @@ from ..worker import TIMING_LOCK_ENV
 from . import INSTALL_HINT, ClusterError, ClusterSpec, NodeInfo
 
 OBJECT_STORE_MB = 150  # a Ray instance of our own: results are small JSON records
+FEED_DEPTH = 2  # jobs sent per slot by `feeders` threads: one runs, one waits in the queue
+# Ray's own bookkeeping we never read, off on loopback clusters: their periodic reports cost
+# about 5% of a core (of 2 here) that the measurements need. Ray's state API then shows no
+# task events; the runner's ledger records attempts.
+QUIET_SYSTEM_CONFIG: dict[str, Any] = {
+    "task_events_report_interval_ms": 60000, "metrics_report_interval_ms": 60000, "enable_metrics_collection": False,
+    "event_stats": False,
+}  # fmt: skip
 PROBE_TIMEOUT_S = 120.0  # a node's first task imports Halide
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray resolves 127.0.0.1 to itself, not to the network address
 _AUTH_ENV = "RAY_AUTH_MODE"
@@ -126,7 +141,9 @@ def loopback_cluster(nodes: int = 2, cpus: int = 1, object_store_mb: int = 100) 
     ray = sys.modules["ray"]
     common: dict[str, Any] = {"object_store_memory": object_store_mb << 20, "node_ip_address": "127.0.0.1"}
     health = {"health_check_period_ms": 1000, "health_check_timeout_ms": 5000, "health_check_failure_threshold": 5}
-    head = {"num_cpus": 0, "include_dashboard": False, "_system_config": health, **common}
+    # No log monitor: the driver is not sent the workers' output (log_to_driver=False).
+    head = {"num_cpus": 0, "include_dashboard": False, "include_log_monitor": False, "_system_config": {**health, **QUIET_SYSTEM_CONFIG}}
+    head.update(common)
     cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
         for _ in range(nodes):
@@ -149,9 +166,11 @@ _NODE_RUNNERS: dict[int, Runner] = {}  # threads -> this Ray worker's Runner (it
 
 def measure_task(key: str, job: dict[str, Any], threads: int, ledger: Any) -> dict[str, Any]:
     """One job on this node (a Ray task): the attempt is recorded in the ledger, then the
-    job runs in this Ray worker's own local Runner. Returns the Measurement's JSON."""
+    job runs in this Ray worker's own local Runner. Returns the Measurement's JSON, with
+    TASK_KEY: the node and the task's start and end (wall clock), for the runner's timeline."""
     import ray  # noqa: PLC0415  # inside a Ray worker
 
+    start = time.time()
     node = ray.get_runtime_context().get_node_id()
     if ledger is not None:
         ledger.started.remote(key, node)
@@ -159,7 +178,12 @@ def measure_task(key: str, job: dict[str, Any], threads: int, ledger: Any) -> di
     if runner is None:
         os.environ[TIMING_LOCK_ENV] = os.path.join(tempfile.gettempdir(), f"schedule-explorer-timing-{node}.lock")
         runner = _NODE_RUNNERS[threads] = Runner(threads)
-    return runner.run(Job(**job)).to_json()
+    out = runner.run(Job(**job)).to_json()
+    out[TASK_KEY] = {"node": node, "start": start, "end": time.time()}
+    return out
+
+
+TASK_KEY = "_task"  # not a Measurement field: Measurement.from_json ignores it
 
 
 def probe_task() -> dict[str, Any]:
@@ -229,6 +253,7 @@ class RayRunner:
         ray = self._ray = _ray()
         self.host = self.target = ""
         self.threads = threads or 0
+        self._guard = threading.Lock()
         self.refresh(kind)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
@@ -236,7 +261,7 @@ class RayRunner:
         self._ledger = ray.remote(num_cpus=0)(Ledger).options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
         self._keys: set[str] = set()
         self._in_flight: dict[str, Any] = {}  # key -> ObjectRef
-        self._guard = threading.Lock()
+        self.timeline: deque[tuple[str, float, float]] = deque(maxlen=100_000)  # (node, start, end) of the tasks that returned
         self.counts: Counter[str] = Counter()  # submitted, completed, cancelled, timeouts, lost (retries ran out), task_errors
         self.cancelled_refs: list[Any] = []
         self._closed = False
@@ -274,6 +299,12 @@ class RayRunner:
             label_selector={"ray.io/node-id": f"in({','.join(self.node_ids)})"},
         )  # fmt: skip
 
+    @property
+    def feeders(self) -> int:
+        """Threads that keep every slot fed when each waits on one job (`run`): FEED_DEPTH per
+        slot, so a node's next job is queued while the coordinator handles the last result."""
+        return self.slots * FEED_DEPTH
+
     # --- submitting and collecting ----------------------------------------------------------------
     def _submit(self, job: Job) -> tuple[str, Any]:
         key = uuid.uuid4().hex
@@ -303,7 +334,7 @@ class RayRunner:
         from ray import exceptions as rx  # noqa: PLC0415
 
         try:
-            m = Measurement.from_json(self._ray.get(ref))
+            raw = self._ray.get(ref)
         except rx.TaskCancelledError:
             self._done(key, "cancelled")
             return failed(job, "error", "cancelled")
@@ -313,6 +344,11 @@ class RayRunner:
         except rx.RayError as exc:  # its worker or node died more often than max_retries allows
             self._done(key, "lost")
             return failed(job, "crash", f"the task's Ray worker or node died and {self.max_retries} retries ran out: {_first_line(exc)}")
+        task = raw.pop(TASK_KEY, None)
+        m = Measurement.from_json(raw)
+        if task is not None:
+            with self._guard:
+                self.timeline.append((str(task["node"]), float(task["start"]), float(task["end"])))
         self._done(key, "completed")
         if m.ok and (m.host, m.target) != (self.host, self.target):
             return failed(job, "error", f"measured on {m.host} / {m.target}, not on this runner's kind {self.host} / {self.target}")
@@ -325,11 +361,12 @@ class RayRunner:
         return f"no result within the {job.timeout_s:g} s timeout (+{self.startup_s:g} s to start) on the cluster; its task was cancelled"
 
     def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement:
-        """Measure one job on a node; `should_cancel` is polled (True cancels its task)."""
+        """Measure one job on a node; `should_cancel` is polled every 0.1 s (True cancels its task)."""
         key, ref = self._submit(job)
         deadline = self._deadline(job)
+        poll = 0.1 if should_cancel is not None else 1.0  # ray.wait returns as soon as the result is there
         while True:
-            ready, _ = self._ray.wait([ref], timeout=0.1)
+            ready, _ = self._ray.wait([ref], timeout=max(0.01, min(poll, deadline - time.monotonic())))
             if ready:
                 return self._result(job, key, ref)
             if should_cancel is not None and should_cancel():

@@ -77,6 +77,9 @@ def test_measures_on_the_nodes_and_does_not_retry_application_errors(runner, clu
         again = api.measure(p, default_schedule(p), runner, db, min_time_s=0.05)
         assert first.verified and not first.cached and again.cached and again.median_ms == first.median_ms
         assert runner.counts["submitted"] == sent + 1 and db.count() == 1
+    # Every task that returned is in the timeline, with the worker node it ran on; two feeders a slot.
+    nodes = [n for n, start, end in runner.timeline if end > start]
+    assert len(nodes) == 3 and set(nodes) <= {n.node_id for n in cluster.worker_nodes} and runner.feeders == 4
 
 
 def test_the_cli_collects_through_the_cluster_and_a_killed_run_resumes(cluster, tmp_path, capsys):
