@@ -263,7 +263,10 @@ def generate(
     total: Counter = Counter()
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
-            for k, st in enumerate(ex.map(lambda t: _one_pipeline(ctx, *t), pipes), start=1):
+            # Several workers: the costliest pipelines (by flops) first, so that the last ones to
+            # finish are small and no worker or node idles long while one finishes its schedules.
+            order = sorted(pipes, key=lambda t: -t[0].flops()) if workers > 1 else pipes
+            for k, st in enumerate(ex.map(lambda t: _one_pipeline(ctx, *t), order), start=1):
                 total.update(st)
                 if progress is not None:
                     progress(k, len(pipes), dict(total))
