@@ -119,10 +119,11 @@ class Clock:
             return False
         return time.perf_counter() >= self.started + share * (self.deadline - self.started)
 
-    def loop(self, steps: int | None = None, share: float = 1.0) -> Callable[[int], bool]:
+    def loop(self, steps: int | None = None, share: float = 1.0, first: float = 0.0) -> Callable[[int], bool]:
         """go(k): whether to start step k. At most `steps` steps (None: as many as the budget allows),
         none once cancelled, and on a time budget none that would end after `share` of it, judged
-        by the previous step's duration (so a loop of 1.5 s steps stops up to 1.5 s early, not late)."""
+        by the previous step's duration (so a loop of 1.5 s steps stops up to 1.5 s early, not late);
+        `first`: an estimate of the first step's (seconds), when the caller has one."""
         end = self.started + share * (self.deadline - self.started) if self.train_s is not None else math.inf
         last: list[float] = []  # when the previous step started, and how long it took
 
@@ -130,7 +131,7 @@ class Clock:
             if self.cancelled() or (steps is not None and k >= steps):
                 return False
             now = time.perf_counter()
-            took = now - last[0] if last else 0.0
+            took = now - last[0] if last else first
             last[:] = [now]
             return now + took <= end
 

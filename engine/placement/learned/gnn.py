@@ -293,15 +293,18 @@ def run_gnn(
     start, start_name = _initial(problem, ev, init)
     init_s = ev.simulate(start).makespan_s
     policy_best = math.inf
+    episode_s = 0.0  # how long a sampled episode took: a fine-tuning step is about twice that (forward + backward)
     with torch.no_grad():
         policy_best = min(policy_best, _episode(net, st, ev, start, 1, rounds, gen, greedy=True, stop=stop)[3])
         if not clock.over():
+            t0 = time.perf_counter()
             policy_best = min(policy_best, _episode(net, st, ev, start, samples, rounds, gen, stop=stop)[3])
+            episode_s = time.perf_counter() - t0
     curve: list[float] = []
     if fine_tune_s > 0 or fine_tune_steps:
         net = copy.deepcopy(net)  # fine-tuned for this graph only: the shipped (or given) network stays as it was
         opt = Adam(list(net.parameters()), lr=lr)
-        go = clock.loop(fine_tune_steps)
+        go = clock.loop(fine_tune_steps, first=2 * episode_s)
         report = Reporter(progress)
         step = 0
         while go(step):
