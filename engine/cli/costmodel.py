@@ -120,6 +120,12 @@ def _register_host(sub: Any) -> None:
     f.add_argument("--allow-other-host", action="store_true", help="use measurements of another host or target (refused by default)")
     f.add_argument("--no-save", action="store_true", help="report before/after only; keep the current model")
     f.add_argument("--reset", action="store_true", help="remove the fine-tuned model: back to the shipped one")
+    f.add_argument("--label", choices=["median", "fastest"], default="median", help="which time of each measurement is its label")
+    f.add_argument("--no-pipeline-corrections", action="store_true", help="host-level trees only, no per-pipeline corrections")
+    f.add_argument(
+        "--splits", type=A.positive_int, default=None,
+        help="benchmark: per --pipeline (comma list) N seeded splits, --max-train measurements to train on, the rest judged; nothing saved",
+    )  # fmt: skip
     f.add_argument("--json", action="store_true")
     h = sub.add_parser("calibrate-host", help="measure a small standard set on this host (minutes) and fine-tune on it")
     h.add_argument("--db", help="SQLite file for the measurements (default: the user's measurement database)")
@@ -357,9 +363,12 @@ def _finetune(args: argparse.Namespace) -> int:
         print_result(args, {"reset": had}, text)
         return 0
     env = current_environment(args.threads)
+    if args.splits:
+        return _finetune_splits(args, env)
     rep = finetune_on_db(
         _db(args), env, pipeline=args.pipeline, holdout=args.holdout, max_train=args.max_train, rounds=args.rounds, seed=args.seed,
-        allow_other_host=args.allow_other_host, save=not args.no_save, progress=_progress,
+        allow_other_host=args.allow_other_host, save=not args.no_save, progress=_progress, label=args.label,
+        per_pipeline=not args.no_pipeline_corrections,
     )  # fmt: skip
     where = "held-out" if rep["held_out"] else "training (too few to hold any out)"
     text = "\n".join(
@@ -371,6 +380,27 @@ def _finetune(args: argparse.Namespace) -> int:
         ]
     )
     print_result(args, rep, text)
+    return 0
+
+
+def _finetune_splits(args: argparse.Namespace, env: Any) -> int:
+    from ..costmodel.finetune import finetune_splits  # noqa: PLC0415
+
+    if not args.pipeline:
+        raise A.CliError("--splits needs --pipeline (one or a comma list of pipelines measured here)")
+    rep = finetune_splits(
+        _db(args), env, args.pipeline.split(","), n_train=args.max_train or 50, splits=args.splits, label=args.label,
+        allow_other_host=args.allow_other_host, progress=_progress,
+    )  # fmt: skip
+    lines = [f"{rep['n_train']} measurements to fine-tune on, {rep['splits']} splits, {rep['label']} labels (median over splits):"]
+    for name, r in rep["pipelines"].items():
+        lines.append(
+            f"  {name}: median |log error| {r['before_median_abs_log_error']:.3f} -> {r['after_median_abs_log_error']:.3f} "
+            f"(cut {r['cut']:.0%}), tau {r['before_kendall_tau']:.2f} -> {r['after_kendall_tau']:.2f}"
+        )
+    lines.append(f"median cut {rep['median_cut']:.0%}, median tau change {rep['median_tau_change']:+.3f}; "
+                 f"halved on {rep['halved']} of {len(rep['pipelines'])}, tau up on {rep['tau_improved']}")  # fmt: skip
+    print_result(args, rep, "\n".join(lines))
     return 0
 
 

@@ -48,6 +48,10 @@ def load_model(directory: str | Path, key: str) -> TorchCostModel | TVMModel:
         return load_gnn(d)
     if key in ("halide", "tvm"):
         if key == "tvm":
+            if (d / "corrections.json").exists():  # fine-tuned here: trees plus per-pipeline corrections
+                from .finetuned import FineTunedModel  # noqa: PLC0415
+
+                return FineTunedModel.load(d)
             from .trees import TVMModel  # noqa: PLC0415  # no torch: LightGBM only
 
             return TVMModel.load(d)

@@ -42,11 +42,12 @@ from ..measure import MeasureRunner, default_threads, host_fingerprint
 from ..schedule import Schedule
 from . import SHIPPED, CostModel
 from . import features as F
-from .dataset import JOB_OPTIONS, Sample, environments, label_weights, load
+from .dataset import DEFAULT_LABEL, JOB_OPTIONS, Sample, environments, label_of, label_sql, label_weights, load
 from .evaluate import mean_kendall_tau
 from .files import finetuned_dir, model_environment, new_version, read_json, reset_finetuned, write_json
 
 if TYPE_CHECKING:  # trees imports LightGBM (2.7 s): loaded when a model is, not when the app starts
+    from .finetuned import FineTunedModel
     from .trees import TVMModel
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -104,10 +105,10 @@ def check_host(data: Environment, model: Environment | None, what: str, allow_ot
 
 # --- this host's measurements ----------------------------------------------------------------
 def host_samples(
-    db_path: str | Path, env: Environment, *, pipeline: str | None = None, allow_other_host: bool = False
+    db_path: str | Path, env: Environment, *, pipeline: str | None = None, allow_other_host: bool = False, label: str = DEFAULT_LABEL
 ) -> tuple[list[Sample], Environment]:
-    """The stored measurements of `env` (of one pipeline: a name or content hash), with the
-    environment they are of. None on this host: a HostMismatchError naming what the database
+    """The stored measurements of `env` (of one pipeline: a name or content hash; labels of
+    kind `label`, dataset.LABELS), with the environment they are of. None on this host: a HostMismatchError naming what the database
     holds instead, unless `allow_other_host` (then the most common other environment's)."""
     with Database(db_path) as db:
         envs = [(Environment.of(e[:3]), int(e[3])) for e in environments(db)]
@@ -122,7 +123,7 @@ def host_samples(
                 "or pass --allow-other-host to use another host's"
             )
         used = envs[0][0]
-    samples = load(db_path, target=used.target, host=used.host, threads=used.threads)
+    samples = load(db_path, target=used.target, host=used.host, threads=used.threads, label=label)
     if pipeline is not None:
         chosen = [s for s in samples if pipeline in (s.pipeline, s.pipeline_hash)]
         if not chosen:
@@ -202,14 +203,18 @@ def model_error(
     env: Environment,
     pipeline_hash: str | None = None,
     cache: dict[tuple[str, str], float] | None = None,
+    label: str | None = None,
 ) -> ErrorLine:
     """The error line of `model` (any cost model: what the app predicts with) on every stored
     verified measurement of `env`'s machine and threads (of one pipeline when given): each
     schedule predicted with `predict_many`, as the app does, against its stored median.
     `cache` (pipeline hash, schedule hash) -> predicted ms, kept by a caller that asks again
-    with the same model, is read and filled: only new measurements are predicted."""
+    with the same model, is read and filled: only new measurements are predicted. `label`:
+    which time of each measurement it is compared with (dataset.LABELS; by default the one
+    the model was fitted to, recorded in a fine-tuned model's config, else the median)."""
+    kind = label or getattr(model, "config", {}).get("label", "median")
     q = (
-        "SELECT m.pipeline_hash, m.schedule_hash, m.median_ms FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
+        f"SELECT m.pipeline_hash, m.schedule_hash, {label_sql(kind)} FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
         "WHERE m.target=? AND m.host=? AND m.threads=?"
     )
     args: tuple[Any, ...] = (env.target, env.host, env.threads)
@@ -251,6 +256,166 @@ def default_rounds(n_samples: int) -> int:
     return int(min(100, max(20, n_samples)))
 
 
+# --- per-pipeline corrections -------------------------------------------------------------
+CORRECTIONS = "corrections.json"  # beside a fine-tuned model's trees: its per-pipeline corrections
+MIN_PIPELINE = 12  # training measurements of a pipeline from which it gets a correction of its own
+CV_FOLDS = 5
+
+
+def schedule_vector(nodes: np.ndarray) -> np.ndarray:
+    """A schedule of one pipeline as one row: every stage's features in stage order, inlined
+    stages included (the trees score costed stages only, so an inlined producer's recompute
+    is invisible to them: the correction sees it)."""
+    return np.asarray(nodes, np.float64).ravel()
+
+
+@dataclass
+class PipelineCorrection:
+    """A log-time correction for one pipeline of the host model's log prediction `lp`:
+    corrected = offset + slope * lp (+ small boosted trees over the schedule's vector and `lp`,
+    LightGBM text, checked by its sha256 before parsing, when the pipeline's own measurements
+    earned them). `method` and `cv_error` say what cross-validation on the pipeline's
+    measurements chose, and why."""
+
+    offset: float
+    method: str
+    n: int
+    cv_error: dict[str, float]
+    trees: str | None = None
+    rounds: int = 0
+    slope: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._booster: Any = None
+
+    def log_correction(self, nodes: Sequence[np.ndarray], log_pred: np.ndarray) -> np.ndarray:
+        """What to add to the host model's log predictions `log_pred` of schedules with these
+        feature rows (Sample.nodes)."""
+        lp = np.asarray(log_pred, float)
+        out = self.offset + (self.slope - 1.0) * lp
+        if self.trees and len(nodes):
+            if self._booster is None:
+                import lightgbm as lgb  # noqa: PLC0415
+
+                self._booster = lgb.Booster(model_str=self.trees)
+            x = _tree_rows(nodes, lp)
+            if x.shape[1] != self._booster.num_feature():
+                raise ValueError(f"pipeline correction for {self._booster.num_feature()} features, given {x.shape[1]}")
+            out += np.asarray(self._booster.predict(x, num_threads=1), float)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        import hashlib  # noqa: PLC0415
+
+        d = {k: v for k, v in asdict(self).items()}
+        d["sha256"] = hashlib.sha256(self.trees.encode("utf-8")).hexdigest() if self.trees else None
+        return d
+
+    @staticmethod
+    def from_json(d: Any, where: str) -> PipelineCorrection:
+        import hashlib  # noqa: PLC0415
+
+        from .files import ModelFileError  # noqa: PLC0415
+
+        try:
+            c = PipelineCorrection(float(d["offset"]), str(d["method"]), int(d["n"]), dict(d["cv_error"]), d.get("trees"),
+                                   int(d.get("rounds", 0)), float(d.get("slope", 1.0)))  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"{where}: not a pipeline correction ({exc!r})") from None
+        if c.trees is not None and (not isinstance(c.trees, str) or hashlib.sha256(c.trees.encode("utf-8")).hexdigest() != d.get("sha256")):
+            raise ModelFileError(f"{where}: its trees do not match their sha256 (a damaged file): reset the fine-tuned model")
+        if not (math.isfinite(c.offset) and math.isfinite(c.slope)):
+            raise ModelFileError(f"{where}: offset {c.offset!r} or slope {c.slope!r} is not a finite number")
+        return c
+
+
+def _tree_rows(nodes: Sequence[np.ndarray], log_pred: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.stack([schedule_vector(n) for n in nodes]), np.asarray(log_pred, float)])
+
+
+def _residual_trees(
+    nodes: Sequence[np.ndarray], lp: np.ndarray, r: np.ndarray, w: np.ndarray, seed: int, rounds: int | None = None
+) -> tuple[str, int] | None:
+    """Small boosted trees fitted to residuals `r` of schedules (their vectors and the host's
+    log prediction `lp`; Huber: a few wild labels do not steer them), `rounds` of them or, by
+    default, as many as early stopping keeps in 5-fold cross-validation on these measurements
+    (None when fewer than 2 help)."""
+    import lightgbm as lgb  # noqa: PLC0415
+
+    x = _tree_rows(nodes, lp)
+    params = {
+        "objective": "huber", "alpha": 0.3, "learning_rate": 0.1, "num_leaves": 4, "min_data_in_leaf": max(3, min(10, len(r) // 8)),
+        "lambda_l2": 1.0, "feature_fraction": 0.9, "verbose": -1, "seed": seed, "num_threads": 1, "deterministic": True,
+    }  # fmt: skip
+    data = lgb.Dataset(x, r, weight=w, free_raw_data=False)
+    if rounds is None:
+        cv = lgb.cv(params, data, num_boost_round=150, nfold=min(CV_FOLDS, len(r) // 2), stratified=False, seed=seed,
+                    callbacks=[lgb.early_stopping(10, verbose=False)])  # fmt: skip
+        means = [v for k, v in cv.items() if k.endswith("-mean") and isinstance(v, list)]
+        rounds = len(means[0]) if means else 0  # the rounds early stopping kept
+    if rounds < 2:
+        return None
+    return lgb.train(params, data, num_boost_round=rounds).model_to_string(), rounds
+
+
+SLOPES = (0.5, 2.0)  # the affine correction's slope is kept within these (50 labels cannot support more)
+
+
+def fit_correction(
+    nodes: Sequence[np.ndarray], lp: np.ndarray, y: np.ndarray, w: np.ndarray, method: str, seed: int = 0, rounds: int | None = None
+) -> PipelineCorrection:
+    """One pipeline's correction of `method` fitted to its labels `y` (log ms) against the host
+    model's log predictions `lp`: "none"; "offset" (the median residual); "affine" (offset and
+    slope, Theil-Sen: robust to a few wild labels; the model often compresses one pipeline's
+    range); "trees" / "affine+trees" (and small boosted trees on what is left: `rounds`, by
+    default chosen by early stopping)."""
+    from scipy.stats import theilslopes  # noqa: PLC0415
+
+    if method == "none":
+        return PipelineCorrection(0.0, "none", len(y), {})
+    slope = 1.0
+    if method.startswith("affine") and len(y) >= 3 and np.ptp(lp) > 0:
+        slope = float(np.clip(theilslopes(y, lp)[0], *SLOPES))
+    offset = float(np.median(y - slope * lp))
+    kind = "affine" if method.startswith("affine") else "offset"
+    r = y - (offset + slope * lp)
+    fitted = _residual_trees(nodes, lp, r, w, seed, rounds) if method.endswith("trees") and len(y) >= MIN_PIPELINE else None
+    if fitted is None:
+        return PipelineCorrection(offset, kind, len(y), {}, slope=slope)
+    return PipelineCorrection(offset, method, len(y), {}, *fitted, slope=slope)
+
+
+CORRECTION_METHODS = ("none", "offset", "affine", "trees", "affine+trees")
+
+
+def choose_correction(nodes: Sequence[np.ndarray], lp: np.ndarray, y: np.ndarray, w: np.ndarray, seed: int = 0) -> PipelineCorrection:
+    """The correction whose 5-fold cross-validated median |log error| on this pipeline's
+    measurements is lowest (ties: the simpler), fitted on all of them: a pipeline the host
+    model already predicts well keeps it, a biased one gets an offset, one whose error has a
+    shape the trees can learn (a costly inlined producer, say) gets trees. A method's trees
+    get the rounds early stopping keeps on all the measurements, in every fold (choosing
+    them again inside each fold cost 5x the time and changed little)."""
+    idx = list(range(len(y)))
+    random.Random(seed).shuffle(idx)
+    folds = [idx[k::CV_FOLDS] for k in range(CV_FOLDS)]
+    errs: dict[str, float] = {}
+    full = {m: fit_correction(nodes, lp, y, w, m, seed) for m in CORRECTION_METHODS}
+    for method in CORRECTION_METHODS:
+        if method.endswith("trees") and full[method].trees is None:  # no round helped: it is its plain method
+            continue
+        e: list[float] = []
+        for fold in folds:
+            held = set(fold)
+            tr = [i for i in idx if i not in held]
+            c = fit_correction([nodes[i] for i in tr], lp[tr], y[tr], w[tr], method, seed, full[method].rounds or None)
+            e += np.abs(y[fold] - lp[fold] - c.log_correction([nodes[i] for i in fold], lp[fold])).tolist()
+        errs[method] = float(np.median(e))
+    best = min(errs, key=lambda m: (round(errs[m], 4), CORRECTION_METHODS.index(m)))
+    chosen = full[best]
+    chosen.cv_error = errs
+    return chosen
+
+
 def fine_tune(
     base: TVMModel,
     train: Sequence[Sample],
@@ -261,26 +426,82 @@ def fine_tune(
     allow_other_host: bool = False,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    per_pipeline: bool = True,
+    label: str = DEFAULT_LABEL,
     **params: Any,
-) -> TVMModel:
-    """`base` with boosting continued on `train` (measurements of `env`): a new model, `base`
-    untouched. A base already fine-tuned for another machine refuses `env`'s data unless
-    `allow_other_host`. Each label is weighted by its reliability (dataset.label_weights).
-    `params` override LightGBM's (learning_rate, num_leaves, ...)."""
-    import lightgbm as lgb  # noqa: PLC0415
+) -> FineTunedModel:
+    """`base` fine-tuned on `train` (measurements of `env`, labels of kind `label`): a new
+    model, `base` untouched. A base already fine-tuned for another machine refuses `env`'s
+    data unless `allow_other_host`. Each label is weighted by its reliability
+    (dataset.label_weights).
 
-    from .trees import TVMModel, pack_sum_objective, stage_rows  # noqa: PLC0415
-
+    Two levels. The host: the constant outside the trees moves by the median log residual
+    (the machine's speed), and boosting continues (`params` override LightGBM's) on the
+    measurements of pipelines with too few of their own for a correction. The pipeline: each
+    pipeline with MIN_PIPELINE or more measurements (and `per_pipeline`) gets its own
+    correction of the host model's log prediction, the one of `CORRECTION_METHODS` that
+    5-fold cross-validation on its measurements picks (`choose_correction`); the host trees
+    never see those measurements, so the correction is fitted to honest residuals."""
     if not train:
         raise ValueError("no measurements to fine-tune on")
     prior = base.config.get("finetuned_for")
     check_host(env, Environment.of(prior) if prior else None, "fine-tuning", allow_other_host)
+    by: dict[str, list[int]] = {}
+    for k, smp in enumerate(train):
+        by.setdefault(smp.pipeline_hash, []).append(k)
+    own = {ph: ix for ph, ix in by.items() if per_pipeline and len(ix) >= MIN_PIPELINE}
+    rest = [smp for smp in train if smp.pipeline_hash not in own]
+    y = np.log(np.array([smp.time_ms for smp in train]))
+    pred, _ = base.predict_samples(train)
+    offset = float(np.median(y - np.log(pred)))  # the machine's speed: robust to a few outliers
+    from .finetuned import FineTunedModel  # noqa: PLC0415
+
+    host = _host_trees(base, rest, env, offset, rounds, seed, progress, should_cancel, **params)
+    corrections: dict[str, PipelineCorrection] = {}
+    if own:
+        lp = np.log(host.predict_samples(train)[0])
+        w = label_weights(train)
+        for n, (ph, ix) in enumerate(sorted(own.items())):
+            if should_cancel is not None and should_cancel():
+                raise Cancelled("fine-tuning cancelled")
+            corrections[ph] = choose_correction([train[i].nodes for i in ix], lp[ix], y[ix], w[ix], seed)
+            if progress is not None:
+                progress("pipeline corrections", n + 1, len(own))
+    lo, hi = base.config.get("log_range", [float(y.min()) - 3, float(y.max()) + 3])
+    cfg = {
+        **host.config, "environment": env.to_list(), "finetuned_for": env.to_list(), "label": label,
+        "log_range": [min(lo, float(y.min()) - 3), max(hi, float(y.max()) + 3)],
+        "finetune": {
+            **host.config.get("finetune", {}), "samples": len(train), "offset": offset, "created": time.time(),
+            "pipelines_corrected": len(corrections), "host_tree_samples": len(rest),
+        },
+    }  # fmt: skip
+    return FineTunedModel(host.booster, host.base, cfg, corrections)
+
+
+def _host_trees(
+    base: TVMModel,
+    train: Sequence[Sample],
+    env: Environment,
+    offset: float,
+    rounds: int | None,
+    seed: int,
+    progress: Progress | None,
+    should_cancel: Callable[[], bool] | None,
+    **params: Any,
+) -> TVMModel:
+    """`base` with its constant moved by `offset` and boosting continued on `train` (none
+    added with fewer than 2)."""
+    import lightgbm as lgb  # noqa: PLC0415
+
+    from .trees import TVMModel, pack_sum_objective, stage_rows  # noqa: PLC0415
+
+    if len(train) < 2:
+        return TVMModel(
+            base.booster, base.base + offset, {**base.config, "finetune": {"rounds": 0, "base_trees": base.booster.num_trees()}}
+        )
     y = np.log(np.array([s.time_ms for s in train]))
     weights = label_weights(train)
-    # First the machine's (or pipeline's) overall speed: the constant outside the trees moves by
-    # the median log residual (robust to a few outliers), then the trees learn what is left.
-    pred, _ = base.predict_samples(train)
-    offset = float(np.median(y - np.log(pred)))
     x, group = stage_rows(train)
     n_rounds = rounds or default_rounds(len(train))
     params = {
@@ -299,20 +520,13 @@ def fine_tune(
 
     data = lgb.Dataset(x, feature_name=[f.name for f in F.FEATURES], free_raw_data=False)
     booster = lgb.train(params, data, num_boost_round=n_rounds, init_model=base.booster, callbacks=[report])
-    lo, hi = base.config.get("log_range", [float(y.min()) - 3, float(y.max()) + 3])
-    cfg = {
-        **base.config, "environment": env.to_list(), "finetuned_for": env.to_list(),
-        "log_range": [min(lo, float(y.min()) - 3), max(hi, float(y.max()) + 3)],
-        "finetune": {
-            "samples": len(train), "rounds": n_rounds, "base_trees": base.booster.num_trees(), "offset": offset, "created": time.time(),
-        },
-    }  # fmt: skip
-    return TVMModel(booster, base.base + offset, cfg)
+    return TVMModel(booster, base.base + offset, {**base.config, "finetune": {"rounds": n_rounds, "base_trees": base.booster.num_trees()}})
 
 
 def save_finetuned(model: TVMModel, report: dict[str, Any], root: Path | None = None) -> Path:
     """Save `model` as the fine-tuned model in use (a new version directory, made current in one
-    atomic step): tvm.txt / tvm.json, default.json naming it, finetune.json (the report)."""
+    atomic step): tvm.txt / tvm.json (and a FineTunedModel's corrections.json), default.json
+    naming it, finetune.json (the report)."""
     with new_version(root) as d:
         model.save(d, "tvm")
         write_json(d / "default.json", {"model": "tvm", "by": "costmodel finetune on this host's measurements"})
@@ -320,14 +534,14 @@ def save_finetuned(model: TVMModel, report: dict[str, Any], root: Path | None = 
     return d
 
 
-def load_finetuned(env: Environment, root: Path | None = None, allow_other_host: bool = False) -> TVMModel | None:
+def load_finetuned(env: Environment, root: Path | None = None, allow_other_host: bool = False) -> FineTunedModel | None:
     """The fine-tuned model in use (None: none), refused when it is for another machine."""
     d = finetuned_dir(root)
     if d is None:
         return None
-    from .trees import TVMModel  # noqa: PLC0415
+    from .finetuned import FineTunedModel  # noqa: PLC0415
 
-    model = TVMModel.load(d)
+    model = FineTunedModel.load(d)
     prior = model.config.get("finetuned_for")
     check_host(env, Environment.of(prior) if prior else None, f"fine-tuned model {d}", allow_other_host)
     return model
@@ -356,19 +570,23 @@ def finetune_on_db(
     root: Path | None = None,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    label: str = DEFAULT_LABEL,
+    per_pipeline: bool = True,
 ) -> dict[str, Any]:
-    """Fine-tune the shipped trees on `env`'s measurements in `db_path`; before/after on the
-    held-out ones; saved (when `save` and not worse on them). Returns the report."""
+    """Fine-tune the shipped trees on `env`'s measurements in `db_path` (labels of kind
+    `label`, dataset.LABELS: by default the median run); before/after on
+    the held-out ones, with the same labels; saved (when `save` and not worse on them).
+    Returns the report."""
     t0 = time.time()
     if progress is not None:
         progress("loading", 0, 1)
-    samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host)
+    samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host, label=label)
     train, test = split_host(samples, holdout, seed, max_train)
     if len(train) < 2:
         raise ValueError(f"{db_path}: {len(samples)} measurements on {used.describe()}: too few to fine-tune on (need 3 or more)")
     base, base_env = base_model()
     model = fine_tune(base, train, used, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
-                      should_cancel=should_cancel)  # fmt: skip
+                      should_cancel=should_cancel, label=label, per_pipeline=per_pipeline)  # fmt: skip
     judged = test or train  # no held-out measurement: in-sample, and said so
     before, after = sample_error(base, judged), sample_error(model, judged)
     better = (after.median_abs_log or 0.0) <= (before.median_abs_log or 0.0)
@@ -377,7 +595,10 @@ def finetune_on_db(
         "base_environment": base_env.to_list() if base_env else None,
         "base_host": base_env.describe() if base_env else None, "host_differs": bool(base_env and not base_env.same_machine(used)),
         "n_train": len(train), "n_test": len(test), "held_out": bool(test), "pipelines": len({s.pipeline_hash for s in samples}),
-        "rounds": model.config["finetune"]["rounds"], "before": before.to_json(), "after": after.to_json(),
+        "rounds": model.config["finetune"]["rounds"], "label": label, "before": before.to_json(), "after": after.to_json(),
+        "corrections": {
+            ph: {"method": c.method, "n": c.n, "slope": c.slope, "cv_error": c.cv_error} for ph, c in model.corrections.items()
+        },
         "median_error_cut": None if not before.median_abs_log else 1 - (after.median_abs_log or 0.0) / before.median_abs_log,
         "saved": None, "seconds": 0.0,
     }  # fmt: skip
@@ -397,6 +618,46 @@ def finetune_on_db(
         rep["not_saved"] = "the fine-tuned model was not better on the held-out measurements; the current model is kept"
     rep["seconds"] = round(time.time() - t0, 2)
     return rep
+
+
+def finetune_splits(
+    db_path: str | Path,
+    env: Environment,
+    pipelines: Sequence[str],
+    *,
+    n_train: int = 50,
+    splits: int = 5,
+    label: str = DEFAULT_LABEL,
+    allow_other_host: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """The fine-tuning benchmark of issue 13: for each pipeline (its measurements of `env` in
+    `db_path`, a pipeline no shipped model trained on), `splits` seeded splits into `n_train`
+    measurements to fine-tune on and the rest to judge by (nothing saved); per pipeline the
+    median over the splits of the median |log error| and Kendall tau before and after, then
+    the median over the pipelines of the cut and the tau change."""
+    out: dict[str, Any] = {"n_train": n_train, "splits": splits, "label": label, "pipelines": {}}
+    for k, name in enumerate(pipelines):
+        samples, used = host_samples(db_path, env, pipeline=name, allow_other_host=allow_other_host, label=label)
+        if len(samples) < n_train + 5:
+            raise ValueError(f"{db_path}: {len(samples)} measurements of {name}: need {n_train} to train on and 5 or more to judge by")
+        runs = []
+        for sp in range(splits):
+            rep = finetune_on_db(db_path, env, pipeline=name, holdout=1 - n_train / len(samples), seed=sp, save=False, label=label,
+                                 allow_other_host=allow_other_host)  # fmt: skip
+            runs.append({key: rep[key] for key in ("n_train", "n_test", "before", "after", "corrections")})
+        med = {f"{w}_{m}": float(np.median([r[w][m] for r in runs if r[w][m] is not None]))
+               for w in ("before", "after") for m in ("median_abs_log_error", "kendall_tau")}  # fmt: skip
+        med["cut"] = 1 - med["after_median_abs_log_error"] / med["before_median_abs_log_error"]
+        out["pipelines"][name] = {**med, "splits": runs, "environment": used.to_list()}
+        if progress is not None:
+            progress("pipelines", k + 1, len(pipelines))
+    rows = list(out["pipelines"].values())
+    out["median_cut"] = float(np.median([r["cut"] for r in rows]))
+    out["median_tau_change"] = float(np.median([r["after_kendall_tau"] - r["before_kendall_tau"] for r in rows]))
+    out["halved"] = sum(r["cut"] >= 0.5 for r in rows)
+    out["tau_improved"] = sum(r["after_kendall_tau"] > r["before_kendall_tau"] for r in rows)
+    return out
 
 
 # --- a new host -----------------------------------------------------------------------------
@@ -448,7 +709,7 @@ def calibrate_host(
                     raise Cancelled(f"{phase} cancelled")
                 m = api.measure(it.pipeline, it.schedule, runner, db, **JOB_OPTIONS)
                 if m.ok and m.verified and m.median_ms:
-                    got[it.key] = (float(m.median_ms), float((m.iqr_ms or 0.0) / m.median_ms))
+                    got[it.key] = (label_of(m, DEFAULT_LABEL), float((m.iqr_ms or 0.0) / m.median_ms))
                 if progress is not None:
                     progress(phase, k + 1, len(batch))
 

@@ -11,10 +11,11 @@ import random
 import numpy as np
 import pytest
 
-from engine.costmodel import SHIPPED
+from engine.costmodel import SHIPPED, load_model
 from engine.costmodel import finetune as FT
 from engine.costmodel.evaluate import kendall_tau
 from engine.costmodel.files import ModelFileError, finetuned_dir, finetuned_for_this_host, new_version
+from engine.costmodel.finetuned import FineTunedModel
 from engine.costmodel.trees import TVMModel
 from engine.database import Database
 from engine.ir import Pipeline
@@ -82,8 +83,13 @@ def test_finetune_cuts_held_out_error_and_saves_beside_the_shipped_model(stored,
     assert after["kendall_tau"] >= before["kendall_tau"] - 0.02
     d = finetuned_dir(root)
     assert d is not None and str(d) == rep["saved"]
-    assert sorted(f.name for f in d.iterdir()) == ["default.json", "finetune.json", "tvm.json", "tvm.txt"]
-    model = TVMModel.load(d)
+    assert sorted(f.name for f in d.iterdir()) == ["corrections.json", "default.json", "finetune.json", "tvm.json", "tvm.txt"]
+    model = load_model(d, "tvm")
+    assert isinstance(model, FineTunedModel) and set(model.corrections) == {
+        _blur().content_hash(),
+        random_pipeline(5, 4, "small").content_hash(),
+    }
+    assert {c["method"] for c in rep["corrections"].values()} <= {"affine", "affine+trees"}  # the fixed set's distortion is a slope
     assert model.config["finetuned_for"] == HERE.to_list() and model.config["environment"] == HERE.to_list()
     assert model.booster.num_trees() == FT.base_model()[0].booster.num_trees() + rep["rounds"]  # continued boosting
     assert _digests() == shipped  # the shipped files are never written
@@ -95,14 +101,14 @@ def test_finetune_cuts_held_out_error_and_saves_beside_the_shipped_model(stored,
 
 def test_save_is_atomic_and_keeps_the_current_model_on_failure(stored, tmp_path):
     root = tmp_path / "finetuned"
-    rep = FT.finetune_on_db(stored, HERE, root=root, rounds=20)
+    rep = FT.finetune_on_db(stored, HERE, root=root, rounds=20, per_pipeline=False)  # saving, not fitting, is tested here
     first = finetuned_dir(root)
     with pytest.raises(RuntimeError, match="interrupted"), new_version(root) as d:
         (d / "tvm.txt").write_text("tree\nversion=half")
         raise RuntimeError("interrupted save")
     assert finetuned_dir(root) == first and sorted(p.name for p in root.glob("v-*")) == [first.name]
     TVMModel.load(first)  # still whole
-    again = FT.finetune_on_db(stored, HERE, root=root, seed=1, rounds=20)
+    again = FT.finetune_on_db(stored, HERE, root=root, seed=1, rounds=20, per_pipeline=False)
     assert finetuned_dir(root) != first and not first.exists() and again["saved"] != rep["saved"]
     (root / "current.json").write_text('{"dir": "v-gone"}')
     with pytest.raises(ModelFileError, match="v-gone, which does not exist"):
@@ -119,7 +125,7 @@ def test_another_hosts_data_is_refused_unless_asked(stored, tmp_path):
     with pytest.raises(ValueError, match="no measurements of pipeline 'nope'"):
         FT.host_samples(stored, HERE, pipeline="nope")
     root = tmp_path / "finetuned"
-    FT.finetune_on_db(stored, HERE, root=root, rounds=20)
+    FT.finetune_on_db(stored, HERE, root=root, rounds=20, per_pipeline=False)
     tuned = FT.load_finetuned(HERE, root)
     assert tuned is not None
     elsewhere, _ = FT.host_samples(stored, ELSEWHERE)
@@ -149,3 +155,22 @@ def test_model_error_is_the_predictions_against_the_stored_medians(stored):
     assert line.kendall_tau == pytest.approx(kendall_tau(np.array(pred), np.array(true)))
     assert line.text == f"model error on your 36 measurements: median ×{math.exp(np.median(err)):.2f}, τ {line.kendall_tau:.2f}"
     assert FT.error_of([], [], []).text == "model error on your measurements: none on this machine yet"
+
+
+def test_host_trees_continue_boosting_without_pipeline_corrections(stored):
+    samples, _ = FT.host_samples(stored, HERE)
+    train, test = FT.split_host(samples, 0.3)
+    base, _ = FT.base_model()
+    model = FT.fine_tune(base, train, HERE, per_pipeline=False, rounds=20)
+    assert not model.corrections and model.booster.num_trees() == base.booster.num_trees() + 20
+    assert FT.sample_error(model, test).median_abs_log < FT.sample_error(base, test).median_abs_log
+
+
+def test_the_benchmark_splits_report_before_after_per_pipeline(stored):
+    rep = FT.finetune_splits(stored, HERE, ["blur"], n_train=20, splits=2)
+    blur = rep["pipelines"]["blur"]
+    assert [r["n_train"] for r in blur["splits"]] == [20, 20] and all(r["n_test"] == 16 for r in blur["splits"])
+    assert blur["cut"] == pytest.approx(1 - blur["after_median_abs_log_error"] / blur["before_median_abs_log_error"])
+    assert blur["cut"] > 0.5 and rep["halved"] == 1 and rep["median_cut"] == blur["cut"]
+    with pytest.raises(ValueError, match="36 measurements of blur: need 50 to train on"):
+        FT.finetune_splits(stored, HERE, ["blur"], n_train=50)
