@@ -318,8 +318,12 @@ class TrainConfig:
     # rollout guides: a random completion says little about the best reachable time, and
     # without a good completion policy V never learns which early decisions (strips, a
     # parallel outer loop) pay off later. Only in training: greedy with V never sees them.
-    heuristic_guide: bool = True
+    # Off by default: the shipped V was trained without them, and a V trained with them on 32
+    # pipelines (round 0 only) ranked steps closer to the guided completions but measured
+    # slower on layernorm, mlp and softmax (README, issue 15).
+    heuristic_guide: bool = False
     siblings: int = 8  # template options per step along the heuristic's trajectory (space_templates), as states
+    templates: bool = False  # the later rounds' greedy also offers the template decisions
 
 
 @dataclass
@@ -407,7 +411,7 @@ def collect(
             states += _template_siblings(p, heur, cfg.siblings)
     else:
         visited: list[list[Schedule]] = []  # every step's children
-        trajs = [value_greedy(p, value, rng, cfg.k, cfg.explore, visited)]
+        trajs = [value_greedy(p, value, rng, cfg.k, cfg.explore, visited, templates=cfg.templates)]
         states = [c for kids in visited for c in kids]
     # Completions per state: the trajectories it lies on, rollouts around the first of them,
     # and the heuristic's completion (its decisions repaired where the state made them illegal).

@@ -101,8 +101,8 @@ def test_training_states_include_the_heuristic_trajectory_and_template_siblings(
     # guide, so the best target is at most the model's time of that schedule, and the template
     # alternatives along it are states of their own (greedy with V never sees the heuristic).
     p, model = random_pipeline(7, max_stages=4), AnalyticModel()
-    plain = collect(TrainingPipeline(p), model, random.Random(0), TrainConfig(**{**CFG.__dict__, "heuristic_guide": False}))
-    guided = collect(TrainingPipeline(p), model, random.Random(0), CFG)
+    plain = collect(TrainingPipeline(p), model, random.Random(0), CFG)
+    guided = collect(TrainingPipeline(p), model, random.Random(0), TrainConfig(**{**CFG.__dict__, "heuristic_guide": True}))
     assert len(guided) >= len(plain) + len(order(p))  # the heuristic's prefixes, and its siblings
     h_ms = model.predict_many(p, [seed_schedule(p)])[0].total_ms
     assert min(s.time_ms for s in guided) <= h_ms * (1 + 1e-6)
