@@ -390,7 +390,7 @@ def _finetune_splits(args: argparse.Namespace, env: Any) -> int:
         raise A.CliError("--splits needs --pipeline (one or a comma list of pipelines measured here)")
     rep = finetune_splits(
         _db(args), env, args.pipeline.split(","), n_train=args.max_train or 50, splits=args.splits, label=args.label,
-        allow_other_host=args.allow_other_host, progress=_progress,
+        allow_other_host=args.allow_other_host, progress=_progress, per_pipeline=not args.no_pipeline_corrections,
     )  # fmt: skip
     lines = [f"{rep['n_train']} measurements to fine-tune on, {rep['splits']} splits, {rep['label']} labels (median over splits):"]
     for name, r in rep["pipelines"].items():

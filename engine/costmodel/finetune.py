@@ -630,13 +630,14 @@ def finetune_splits(
     label: str = DEFAULT_LABEL,
     allow_other_host: bool = False,
     progress: Progress | None = None,
+    per_pipeline: bool = True,
 ) -> dict[str, Any]:
     """The fine-tuning benchmark of issue 13: for each pipeline (its measurements of `env` in
     `db_path`, a pipeline no shipped model trained on), `splits` seeded splits into `n_train`
     measurements to fine-tune on and the rest to judge by (nothing saved); per pipeline the
     median over the splits of the median |log error| and Kendall tau before and after, then
     the median over the pipelines of the cut and the tau change."""
-    out: dict[str, Any] = {"n_train": n_train, "splits": splits, "label": label, "pipelines": {}}
+    out: dict[str, Any] = {"n_train": n_train, "splits": splits, "label": label, "per_pipeline": per_pipeline, "pipelines": {}}
     for k, name in enumerate(pipelines):
         samples, used = host_samples(db_path, env, pipeline=name, allow_other_host=allow_other_host, label=label)
         if len(samples) < n_train + 5:
@@ -644,7 +645,7 @@ def finetune_splits(
         runs = []
         for sp in range(splits):
             rep = finetune_on_db(db_path, env, pipeline=name, holdout=1 - n_train / len(samples), seed=sp, save=False, label=label,
-                                 allow_other_host=allow_other_host)  # fmt: skip
+                                 allow_other_host=allow_other_host, per_pipeline=per_pipeline)  # fmt: skip
             runs.append({key: rep[key] for key in ("n_train", "n_test", "before", "after", "corrections")})
         med = {f"{w}_{m}": float(np.median([r[w][m] for r in runs if r[w][m] is not None]))
                for w in ("before", "after") for m in ("median_abs_log_error", "kendall_tau")}  # fmt: skip
