@@ -7,10 +7,16 @@ target and host, and becomes training data for this host here:
 - `Environment` is what a measurement and a model belong to (Halide target, host
   fingerprint, threads); `host_samples` loads only this environment's measurements and
   refuses (`HostMismatchError`, naming both) another's unless asked;
-- `fine_tune` continues the shipped TVM-style trees' boosting on them (LightGBM's
-  `init_model`: the shipped trees stay, new ones are added; prediction is the trees' own,
-  unchanged), each label weighted by its reliability; a model fine-tuned for one host
-  refuses to be fine-tuned further on another's data unless asked;
+- `fine_tune` fits two levels, each label weighted by its reliability: the host (the
+  shipped TVM-style trees' constant moved by the median log residual, boosting continued
+  with LightGBM's `init_model` on pipelines with few measurements) and, for each pipeline
+  with MIN_PIPELINE or more, a `PipelineCorrection` of the host's log prediction (none,
+  offset, affine, residual trees over every stage's features: whichever 5-fold
+  cross-validation on its measurements picks). The result is a `finetuned.FineTunedModel`;
+  a model fine-tuned for one host refuses to be fine-tuned further on another's data
+  unless asked;
+- `finetune_splits` is the unseen-pipeline benchmark (N measurements to fit, the rest to
+  judge, over seeded splits);
 - `finetune_on_db` splits each pipeline's measurements into training and held-out ones,
   fits, reports before/after (`error_of`: median |log error| as a factor, and Kendall tau),
   and saves the model atomically in the user data directory (files.new_version: a whole
