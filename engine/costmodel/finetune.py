@@ -610,7 +610,7 @@ def finetune_on_db(
     }  # fmt: skip
     from .noise import fraction_of_ceiling, last_ceiling  # noqa: PLC0415
 
-    rep["noise_ceiling_tau"] = ceiling = last_ceiling(used.host, used.target)  # `costmodel noise` on this machine, if run
+    rep["noise_ceiling_tau"] = ceiling = last_ceiling(used.host, used.target, label=label)  # `costmodel noise` on this machine, if run
     for key in ("before", "after"):
         rep[key]["tau_fraction_of_ceiling"] = fraction_of_ceiling(rep[key]["kendall_tau"], ceiling)
     if save and better:

@@ -293,13 +293,14 @@ def save_report(report: NoiseReport, path: Path | None = None) -> Path:
     return path
 
 
-def last_ceiling(host: str, target: str, protocol: str = "baseline", path: Path | None = None) -> float | None:
-    """The noise ceiling's tau last measured on this host and target under `protocol`, or None."""
+def last_ceiling(host: str, target: str, protocol: str = "baseline", path: Path | None = None, label: str = "median") -> float | None:
+    """The noise ceiling's tau last measured on this host and target under `protocol`, or None;
+    of labels of kind `label` (dataset.LABELS: each report has both, from the same runs)."""
     path = path or report_path()
     if not path.exists():
         return None
     rep = read_json(path).get(protocol)
     if not isinstance(rep, dict) or rep.get("host") != host or rep.get("target") != target:
         return None
-    tau = (rep.get("overall") or {}).get("kendall_tau")
+    tau = (rep.get("fastest" if label == "fastest" else "overall") or {}).get("kendall_tau")
     return float(tau) if isinstance(tau, (int, float)) else None

@@ -2,6 +2,7 @@
 answers for the ceiling, the interleaved rounds, the careful protocol's scaled window and
 re-measurement, the fixed sample drawn from a real SQLite database."""
 
+import json
 import math
 import random
 import statistics
@@ -146,6 +147,11 @@ def test_report_saved_and_read_back(tmp_path, items):
     path = N.save_report(rep, tmp_path / "noise.json")
     assert N.last_ceiling("fake host", "fake-target", "baseline", path) == pytest.approx(rep.overall["kendall_tau"])
     assert N.last_ceiling("other host", "fake-target", "baseline", path) is None  # another machine's ceiling is not this one's
+    stored = json.loads(path.read_text())
+    stored["baseline"]["fastest"]["kendall_tau"] = 0.123  # the same runs' fastest-run labels agree less (as measured here)
+    path.write_text(json.dumps(stored))
+    assert N.last_ceiling("fake host", "fake-target", "baseline", path, label="fastest") == 0.123
+    assert N.last_ceiling("fake host", "fake-target", "baseline", path) == pytest.approx(rep.overall["kendall_tau"])
 
 
 def test_careful_dataset_label_is_stored_over_the_quick_one(tmp_path, items):
