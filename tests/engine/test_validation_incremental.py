@@ -128,3 +128,28 @@ def test_mutation_chain_same_with_caches_emptied_each_step():
             out.append(s.content_hash())
         chains.append(out)
     assert chains[0] == chains[1] and len(set(chains[0])) > 3
+
+
+def test_a_schedule_near_one_that_passed_looks_up_only_the_keys_a_change_can_reach():
+    """Near a schedule that passed (one stage changed), validation computes validity keys only
+    for the changed stage and the compute_at stages whose key read it, not for every stage;
+    the outcome is the cold one (the test above covers broken schedules)."""
+    p = zoo.get("resnet_block", "small")
+    rng = random.Random(3)
+    loopnest.clear_caches(p)
+    s = sampler.sample_schedule(p, rng)
+    validate(p, s)
+    lookups = []
+    root = StageSchedule((COMPUTE_ROOT,))
+    for st in p.stages:  # each stage made root (valid or not), a schedule not seen before
+        t = s.with_stage(st.name, root)
+        if t.of(st.name) == s.of(st.name):
+            continue
+        before = loopnest.cache_stats(p)["schedule.stages"]
+        got = _outcome(p, t)
+        after = loopnest.cache_stats(p)["schedule.stages"]
+        lookups.append(after["hits"] + after["misses"] - before["hits"] - before["misses"])
+        loopnest.clear_caches(p)
+        assert got == _outcome(p, t)
+        validate(p, s)  # `s` passed again: the next mutant is near it
+    assert len(lookups) >= 4 and max(lookups) < len(p.stages) and min(lookups) >= 1
