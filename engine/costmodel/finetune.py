@@ -394,6 +394,28 @@ def fit_correction(
 CORRECTION_METHODS = ("none", "offset", "affine", "trees", "affine+trees")
 
 
+def cv_folds(n: int, seed: int) -> list[list[int]]:
+    """The 5 cross-validation folds of `n` measurements (seeded): the same for every method compared."""
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    return [idx[k::CV_FOLDS] for k in range(CV_FOLDS)]
+
+
+def _boost_cv_error(samples: Sequence[Sample], base: TVMModel, env: Environment, seed: int, rounds: int | None, **params: Any) -> float:
+    """Cross-validated median |log error| of the host level alone on one pipeline's measurements:
+    in each fold the shipped trees, their constant moved by the fold's median residual, with
+    boosting continued on the fold's training part."""
+    y = np.log(np.array([s.time_ms for s in samples]))
+    lp = np.log(base.predict_samples(samples)[0])
+    e: list[float] = []
+    for fold in cv_folds(len(samples), seed):
+        held = set(fold)
+        tr = [i for i in range(len(samples)) if i not in held]
+        host = _host_trees(base, [samples[i] for i in tr], env, float(np.median(y[tr] - lp[tr])), rounds, seed, None, None, **params)
+        e += np.abs(np.log(host.predict_samples([samples[i] for i in fold])[0]) - y[fold]).tolist()
+    return float(np.median(e))
+
+
 def choose_correction(nodes: Sequence[np.ndarray], lp: np.ndarray, y: np.ndarray, w: np.ndarray, seed: int = 0) -> PipelineCorrection:
     """The correction whose 5-fold cross-validated median |log error| on this pipeline's
     measurements is lowest (ties: the simpler), fitted on all of them: a pipeline the host
@@ -402,8 +424,7 @@ def choose_correction(nodes: Sequence[np.ndarray], lp: np.ndarray, y: np.ndarray
     get the rounds early stopping keeps on all the measurements, in every fold (choosing
     them again inside each fold cost 5x the time and changed little)."""
     idx = list(range(len(y)))
-    random.Random(seed).shuffle(idx)
-    folds = [idx[k::CV_FOLDS] for k in range(CV_FOLDS)]
+    folds = cv_folds(len(y), seed)
     errs: dict[str, float] = {}
     full = {m: fit_correction(nodes, lp, y, w, m, seed) for m in CORRECTION_METHODS}
     for method in CORRECTION_METHODS:
@@ -462,24 +483,40 @@ def fine_tune(
     offset = float(np.median(y - np.log(pred)))  # the machine's speed: robust to a few outliers
     from .finetuned import FineTunedModel  # noqa: PLC0415
 
-    host = _host_trees(base, rest, env, offset, rounds, seed, progress, should_cancel, **params)
-    corrections: dict[str, PipelineCorrection] = {}
-    if own:
+    w = label_weights(train)
+
+    def corrections_against(host: TVMModel) -> dict[str, PipelineCorrection]:
         lp = np.log(host.predict_samples(train)[0])
-        w = label_weights(train)
+        out: dict[str, PipelineCorrection] = {}
         for n, (ph, ix) in enumerate(sorted(own.items())):
             if should_cancel is not None and should_cancel():
                 raise Cancelled("fine-tuning cancelled")
-            corrections[ph] = choose_correction([train[i].nodes for i in ix], lp[ix], y[ix], w[ix], seed)
+            out[ph] = choose_correction([train[i].nodes for i in ix], lp[ix], y[ix], w[ix], seed)
             if progress is not None:
                 progress("pipeline corrections", n + 1, len(own))
+        return out
+
+    host = _host_trees(base, rest, env, offset, rounds, seed, progress, should_cancel, **params)
+    corrections = corrections_against(host) if own else {}
+    # A pipeline whose measurements teach the host trees more than any correction of its own
+    # (continued boosting on them alone, cross-validated on the same folds) gives them to the trees.
+    boost = {
+        ph
+        for ph, c in corrections.items()
+        if _boost_cv_error([train[i] for i in own[ph]], base, env, seed, rounds, **params) < min(c.cv_error.values())
+    }
+    if boost:
+        own = {ph: ix for ph, ix in own.items() if ph not in boost}
+        rest = [smp for smp in train if smp.pipeline_hash not in own]
+        host = _host_trees(base, rest, env, offset, rounds, seed, progress, should_cancel, **params)
+        corrections = corrections_against(host) if own else {}
     lo, hi = base.config.get("log_range", [float(y.min()) - 3, float(y.max()) + 3])
     cfg = {
         **host.config, "environment": env.to_list(), "finetuned_for": env.to_list(), "label": label,
         "log_range": [min(lo, float(y.min()) - 3), max(hi, float(y.max()) + 3)],
         "finetune": {
             **host.config.get("finetune", {}), "samples": len(train), "offset": offset, "created": time.time(),
-            "pipelines_corrected": len(corrections), "host_tree_samples": len(rest),
+            "pipelines_corrected": len(corrections), "host_tree_samples": len(rest), "pipelines_to_the_trees": len(boost),
         },
     }  # fmt: skip
     return FineTunedModel(host.booster, host.base, cfg, corrections)
