@@ -61,7 +61,8 @@ class Job:
     verify: bool = True
     seed: int = 0
     timeout_s: float = 300.0
-    fault: str | None = None  # tests inject "crash", "hang" or "garbage" (wrong outputs) to exercise isolation and verification
+    # tests inject "crash", "hang", "close_and_hang" or "garbage" (wrong outputs) to exercise isolation and verification
+    fault: str | None = None
 
     def schedule_key(self) -> str:
         if self.autoscheduler:
@@ -212,13 +213,24 @@ class _Worker:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait(5)
+        reap(self.proc)
         for fd in (self._job_w, self._res_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.stderr.close()
+
+
+def reap(proc: subprocess.Popen, timeout: float = 5.0) -> bool:
+    """Wait up to `timeout` for a process that was told to exit or killed; False if it has not
+    exited by then (a killed process on a saturated machine can take longer to go: it is left
+    to subprocess's own reaping, and the caller carries on instead of raising)."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 class MeasureRunner(Protocol):
@@ -305,13 +317,22 @@ class Runner:
                         # never blamed on an innocent schedule.
                         self._replace()
                     return m
-            except EOFError:
-                w.proc.wait(5)
-            if w.proc.poll() is not None:
+            except EOFError:  # it closed its result pipe: exiting, or stuck on the way out (then a crash all the same)
+                stuck = not reap(w.proc)
+                if stuck:
+                    w.proc.kill()
+                    reap(w.proc)
+                closed = True
+            else:
+                closed = stuck = False
+            if closed or w.proc.poll() is not None:
                 code = w.proc.returncode
                 tail = w.stderr_tail()
                 self._replace()
-                why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+                if stuck or code is None:
+                    why = "closed its result pipe and did not exit, so it was killed"
+                else:
+                    why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
                 return failed(
                     job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else "")
                 )

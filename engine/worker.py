@@ -87,6 +87,10 @@ def main(job_fd: int, result_fd: int, threads: int, parent: int | None = None) -
             body = json.loads(line)
             if body is None:
                 return
+            if body.get("fault") == "close_and_hang":  # tests: the result pipe closes, the process stays
+                results.close()
+                while True:
+                    time.sleep(1)
             results.write(json.dumps(execute(Job(**body), threads).to_json()) + "\n")
             results.flush()
 

@@ -42,7 +42,7 @@ import numpy as np
 from .. import reference as R
 from ..halide_backend import target_string
 from ..ir import BYTES_PER_ELEMENT, Pipeline
-from ..measure import host_fingerprint, worker_env
+from ..measure import host_fingerprint, reap, worker_env
 from ..schedule import Kind, Schedule
 from .costs import CostTable, roofline_costs
 from .devices import DeviceProfile, Link, local_cores, local_profile
@@ -253,7 +253,7 @@ class _Device:
             self.proc.wait(5)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
-            self.proc.wait(5)
+            reap(self.proc)
         for fd in (self._cmd_w, self._res_r):
             try:
                 os.close(fd)

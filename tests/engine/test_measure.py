@@ -1,5 +1,7 @@
 """The runner: verified timings, per-stage profile, and isolation of crashing or hanging jobs."""
 
+import time
+
 import pytest
 
 from engine import api, zoo
@@ -35,6 +37,17 @@ def test_crash_and_hang_are_isolated_and_the_next_job_succeeds(runner):
     assert not hang.ok and hang.error_kind == "timeout"
     ok = runner.run(Job(p, {"stages": {}}, min_time_s=0.02))
     assert ok.ok and ok.verified
+
+
+def test_a_worker_that_closes_its_pipe_but_does_not_exit_is_a_crash_not_an_exception(runner):
+    """The runner waits a bounded time for a worker on its way out; one that stays (as a killed
+    process can on a saturated machine) is killed and reported, and the next job runs."""
+    p = zoo.get("blur", "small").to_json()
+    t0 = time.monotonic()
+    stuck = runner.run(Job(p, {"stages": {}}, fault="close_and_hang", timeout_s=60))
+    assert not stuck.ok and stuck.error_kind == "crash" and "closed its result pipe" in stuck.error, stuck.error
+    assert time.monotonic() - t0 < 30  # the 5 s grace, not the 60 s job timeout
+    assert runner.run(Job(p, {"stages": {}}, min_time_s=0.02)).verified
 
 
 def test_wrong_result_is_an_error_and_is_not_stored(runner, tmp_path):
