@@ -56,9 +56,12 @@ FEED_DEPTH = 2  # jobs sent per slot by `feeders` threads: one runs, one waits i
 # Ray's own bookkeeping we never read, off on loopback clusters: their periodic reports cost
 # about 5% of a core (of 2 here) that the measurements need. Ray's state API then shows no
 # task events; the runner's ledger records attempts.
+# worker_niceness 0: Ray starts its workers at nice 15 by default, and the measurement worker
+# each task starts inherits it, so on a machine shared with other work (or with the coordinator)
+# the nodes' compiles and timings got a small share of the CPU next to a local worker at nice 0.
 QUIET_SYSTEM_CONFIG: dict[str, Any] = {
     "task_events_report_interval_ms": 60000, "metrics_report_interval_ms": 60000, "enable_metrics_collection": False,
-    "event_stats": False,
+    "event_stats": False, "worker_niceness": 0,
 }  # fmt: skip
 PROBE_TIMEOUT_S = 120.0  # a node's first task imports Halide
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray resolves 127.0.0.1 to itself, not to the network address
@@ -107,7 +110,7 @@ def connect(spec: ClusterSpec) -> None:
             if want is None:
                 ray.init(
                     address="local", _node_ip_address="127.0.0.1", include_dashboard=False, object_store_memory=OBJECT_STORE_MB << 20,
-                    **common,
+                    _system_config=QUIET_SYSTEM_CONFIG, **common,
                 )  # fmt: skip
             elif want.startswith("ray://"):
                 ray.init(address=want, **common)
