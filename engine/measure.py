@@ -61,7 +61,8 @@ class Job:
     verify: bool = True
     seed: int = 0
     timeout_s: float = 300.0
-    # tests inject "crash", "hang", "close_and_hang" or "garbage" (wrong outputs) to exercise isolation and verification
+    # tests inject "crash", "hang", "close_and_hang", "kill_task_worker" (a cluster task's Ray worker dies) or "garbage"
+    # (wrong outputs) to exercise isolation and verification
     fault: str | None = None
 
     def schedule_key(self) -> str:

@@ -174,6 +174,18 @@ def test_a_node_removed_mid_task_is_retried_and_the_dataset_is_complete(runner, 
     assert victim.node_id not in runner.node_ids and runner.slots == 1
 
 
+def test_a_task_whose_worker_keeps_dying_is_retried_then_reported_failed(cluster):
+    """A system failure (the task's Ray worker dies) is retried up to max_retries, then the job
+    is one failed Measurement saying so: never an exception, never retried forever."""
+    r = RayRunner(ClusterSpec("ray", cluster.address), startup_s=4.0, max_retries=1)
+    try:
+        m = r.run(_job(zoo.get("blur", "small"), fault="kill_task_worker"))
+        assert not m.ok and m.error_kind == "crash" and "1 retries ran out" in m.error, m.error
+        assert r.retries() == 1 and r.counts["lost"] == 1
+    finally:
+        r.close()
+
+
 def test_cancelling_a_search_cancels_its_task(runner):
     import ray
 
