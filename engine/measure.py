@@ -318,25 +318,25 @@ class Runner:
                         # never blamed on an innocent schedule.
                         self._replace()
                     return m
-            except EOFError:  # it closed its result pipe: exiting, or stuck on the way out (then a crash all the same)
+            except EOFError:  # it closed its result pipe: exiting, or stuck on the way out (a crash all the same)
                 stuck = not reap(w.proc)
                 if stuck:
                     w.proc.kill()
                     reap(w.proc)
-                closed = True
-            else:
-                closed = stuck = False
-            if closed or w.proc.poll() is not None:
-                code = w.proc.returncode
-                tail = w.stderr_tail()
-                self._replace()
-                if stuck or code is None:
-                    why = "closed its result pipe and did not exit, so it was killed"
-                else:
-                    why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
-                return failed(
-                    job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else "")
-                )
+                return self._crashed(job, w, stuck)
+            if w.proc.poll() is not None:
+                return self._crashed(job, w, stuck=False)
+
+    def _crashed(self, job: Job, w: _Worker, stuck: bool) -> Measurement:
+        """The failed Measurement of a job whose worker died (or had to be killed); the worker is replaced."""
+        code = w.proc.returncode
+        tail = w.stderr_tail()
+        self._replace()
+        if stuck or code is None:
+            why = "closed its result pipe and did not exit, so it was killed"
+        else:
+            why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        return failed(job, "crash", f"the worker process crashed ({why}); it was replaced" + (f". It printed: {tail}" if tail else ""))
 
     def run_many(self, jobs: Iterable[Job]) -> list[Measurement]:
         return [self.run(j) for j in jobs]
@@ -350,8 +350,8 @@ class Runner:
         if self._worker is not None:
             try:
                 self._worker.send(None)
-                self._worker.proc.wait(2)
-            except (OSError, subprocess.TimeoutExpired):
+                reap(self._worker.proc, 2.0)
+            except OSError:
                 pass
             self._replace()
 

@@ -250,8 +250,9 @@ class _Device:
     def close(self) -> None:
         try:
             self.send(None)
-            self.proc.wait(5)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
+            pass
+        if not reap(self.proc):
             self.proc.kill()
             reap(self.proc)
         for fd in (self._cmd_w, self._res_r):
