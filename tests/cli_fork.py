@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,7 @@ class CliForkServer:
         if self._proc.poll() is None:
             self._proc.stdin.close()
             self._proc.wait(timeout=30)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> CliForkServer:
         return self
@@ -122,8 +124,8 @@ def _child(req: dict) -> None:
 
 def _serve(preload: list[str]) -> None:
     import importlib
+    import select
     import signal
-    import time
 
     sys.path.insert(0, str(ROOT))
     import main  # noqa: F401  # what every run imports first
@@ -142,16 +144,11 @@ def _serve(preload: list[str]) -> None:
         pid = os.fork()
         if pid == 0:
             _child(req)
-        deadline = time.monotonic() + float(req["timeout"])
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                break
-            time.sleep(0.002)
+        exited = os.pidfd_open(pid)  # readable once the child exits: a timed wait without polling
+        if not select.select([exited], [], [], float(req["timeout"]))[0]:
+            os.kill(pid, signal.SIGKILL)
+        os.close(exited)
+        _, status = os.waitpid(pid, 0)
         reply.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
         reply.flush()
 
