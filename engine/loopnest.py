@@ -25,7 +25,7 @@ from .loops import cache_stats as cache_stats
 from .loops import clear_caches as clear_caches
 from .loops import gc_paused as gc_paused
 from .loops import pipeline_cache as pipeline_cache
-from .schedule import Kind, Schedule, ScheduleError, StageSchedule, definition_loops, validate
+from .schedule import Kind, Schedule, ScheduleError, StageSchedule, definition_loops, near_changes, validate
 
 KIND_PREFIX = {"serial": "for", "parallel": "parallel for", "vectorized": "vectorized for", "unrolled": "unrolled for"}
 
@@ -313,13 +313,10 @@ class _Caches:
     def parent_of(self, ss: tuple[StageSchedule, ...]) -> tuple[_Nest, list[str]] | None:
         """A recent nest whose schedule differs from `ss` (stage schedules in stage order) in
         at most a quarter of the stages, and those stages; None when there is none."""
-        limit = max(2, len(ss) // 4)
         for q in self.recent:
-            differ = [k for k, a, b in zip(itertools.count(), ss, q.ss) if a is not b]  # shared values: the common case
-            if len(differ) <= 4 * limit:
-                changed = [self.names[k] for k in differ if ss[k] != q.ss[k]]
-                if len(changed) <= limit:
-                    return q, changed
+            changed = near_changes(ss, q.ss)
+            if changed is not None:
+                return q, [self.names[k] for k in changed]
         return None
 
     def remember(self, nest: _Nest) -> None:
@@ -446,7 +443,8 @@ class _Nest:
         self.derived: dict[str, object] = {}  # what readers (the models) derive from this nest
         if only is None:
             found = c.parent_of(self.ss)
-            if found is not None and self._from_parent(*found):
+            if found is not None:
+                self._from_parent(*found)
                 c.remember(self)
                 return
         self._full(only)
@@ -504,7 +502,7 @@ class _Nest:
             closure[name] = empty if not parts else parts[0].union(*parts[1:])
         return closure
 
-    def _from_parent(self, q: _Nest, changed: list[str]) -> bool:
+    def _from_parent(self, q: _Nest, changed: list[str]) -> None:
         """This nest from `q`'s, the nest of a schedule that differs in the stages `changed`:
         only what those changes can reach is recomputed, the rest is `q`'s (equal to a full
         build: tested over random mutation chains)."""
@@ -606,7 +604,6 @@ class _Nest:
         self._stored = None if sites_changed else q._stored
         self.parent = weakref.ref(q)
         self.dirty = frozenset(stale)
-        return True
 
     def _index_sites(self) -> None:
         """`at_of` and `stored_at_of` from the placements."""

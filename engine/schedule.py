@@ -12,7 +12,6 @@ instead of copied. JSON is only the boundary (`from_json` / `to_json`).
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -639,17 +638,26 @@ def validate(p: Pipeline, sched: Schedule) -> None:
         memo.recent = [(whole, visits), *memo.recent[: RECENT_PASSED - 1]]
 
 
+def near_changes(new: tuple, old: tuple) -> list[int] | None:
+    """The positions where two schedules' stage schedules (in stage order) differ when they
+    differ in at most a quarter of the stages (at least 2); else None. What validation and the
+    loop nest use to start from a recent schedule instead of from nothing."""
+    limit = max(2, len(new) // 4)
+    differ = [k for k, (a, b) in enumerate(zip(new, old)) if a is not b]  # shared values: the common case
+    if len(differ) > 4 * limit:
+        return None
+    changed = [k for k in differ if new[k] != old[k]]
+    return changed if len(changed) <= limit else None
+
+
 def _near(memo: _Memo, whole: tuple) -> tuple[set[str], dict[str, frozenset[str]]] | None:
     """(the stages whose schedules differ, per stage placed at a loop the stages its key
     read) of a recent schedule that passed and differs from `whole` in at most a quarter of
     the stages; else None."""
-    limit = max(2, len(whole) // 4)
     for prev, visits in memo.recent:
-        differ = [k for k, a, b in zip(itertools.count(), whole, prev) if a is not b]
-        if len(differ) <= 4 * limit:
-            changed = [k for k in differ if whole[k] != prev[k]]
-            if len(changed) <= limit:
-                return {memo.names[k] for k in changed}, visits
+        changed = near_changes(whole, prev)
+        if changed is not None:
+            return {memo.names[k] for k in changed}, visits
     return None
 
 
