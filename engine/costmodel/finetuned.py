@@ -66,7 +66,9 @@ class FineTunedModel(TVMModel):
         ph = p.content_hash()
         if ph not in self.corrections or not preds:
             return preds
-        f = self._factors(ph, [F.featurize(n)[0] for n in built], np.array([pr.total_ms for pr in preds]))
+        # only a correction with residual trees reads the feature rows; the others need none built
+        nodes = [F.stage_features(n) for n in built] if self.corrections[ph].trees else []
+        f = self._factors(ph, nodes, np.array([pr.total_ms for pr in preds]))
         assert f is not None
         return [Prediction(pr.model, pr.total_ms * fi, {k: v * fi for k, v in pr.stages.items()}) for pr, fi in zip(preds, f.tolist())]
 
