@@ -222,7 +222,7 @@ def _fresh(loops: list[L.Loop], base: str) -> str:
     return name
 
 
-class _Def:
+class DefinitionLoops:
     """Directives of one definition, applied to its loop list (extents of the stage's
     region at its location) as they are chosen."""
 
@@ -249,8 +249,12 @@ class _Def:
     def names(self) -> list[str]:
         return [lp.name for lp in self.loops]
 
+    def fresh(self, base: str) -> str:
+        """A loop name from `base` that none of the loops has yet."""
+        return _fresh(self.loops, base)
 
-def _split_and_order(d: _Def, rng: random.Random, update: bool) -> None:
+
+def _split_and_order(d: DefinitionLoops, rng: random.Random, update: bool) -> None:
     split_of: dict[str, tuple[str, str]] = {}
     for lp in list(d.loops):
         if lp.extent < 4 or rng.random() > (0.25 if lp.rvar else 0.4):
@@ -276,7 +280,7 @@ def _split_and_order(d: _Def, rng: random.Random, update: bool) -> None:
         d.add(Directive(Kind.REORDER, loops=tuple(reversed(order))))
 
 
-def _vectorize_unroll(d: _Def, rng: random.Random, p_vec: float, p_unroll: float) -> None:
+def _vectorize_unroll(d: DefinitionLoops, rng: random.Random, p_vec: float, p_unroll: float) -> None:
     inner = d.loops[-1]
     if not inner.rvar and inner.extent >= 2 and rng.random() < p_vec:
         f = _factor(rng, inner.extent, list(VECTOR_WIDTHS)) or _factor(rng, inner.extent, [2])
@@ -289,7 +293,7 @@ def _vectorize_unroll(d: _Def, rng: random.Random, p_vec: float, p_unroll: float
             d.add(Directive(Kind.UNROLL, loop=lp.name, factor=f))
 
 
-def _parallelize(d: _Def, rng: random.Random, p_par: float) -> None:
+def _parallelize(d: DefinitionLoops, rng: random.Random, p_par: float) -> None:
     if rng.random() > p_par:
         return
     pure = [k for k, lp in enumerate(d.loops) if not lp.rvar and lp.kind == "serial" and lp.extent >= 2]
@@ -316,11 +320,11 @@ def sample_loops(p: Pipeline, name: str, extents: dict[str, int], at: bool, guar
     whose region at its location has `extents`."""
     s = p.stage(name)
     p_par = 0.25 if at else 0.6
-    pure = _Def(s, False, extents, guard_all)
+    pure = DefinitionLoops(s, False, extents, guard_all)
     if s.is_reduction:  # the initialization is cheap: at most vectorize and parallelize it
         _vectorize_unroll(pure, rng, 0.5, 0.0)
         _parallelize(pure, rng, p_par)
-        upd = _Def(s, True, extents, guard_all)
+        upd = DefinitionLoops(s, True, extents, guard_all)
         _split_and_order(upd, rng, True)
         _vectorize_unroll(upd, rng, 0.6, 0.3)
         _parallelize(upd, rng, p_par)
@@ -461,7 +465,7 @@ def still_legal(p: Pipeline, sched: Schedule, name: str, ss: StageSchedule) -> b
     extents, guard = placement_context(p, sched, name, loc)
     s = p.stage(name)
     for update, directives in ((False, ss.pure), (True, ss.update)):
-        d = _Def(s, update, extents, guard)
+        d = DefinitionLoops(s, update, extents, guard)
         for x in directives:
             if x.factor is not None:
                 lp = next((q for q in d.loops if q.name == x.loop), None)

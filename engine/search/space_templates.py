@@ -37,38 +37,30 @@ BLOCK_ROWS = 4  # a register block's unrolled rows (x 1 or 2 vectors: <= 8 accum
 LOCATIONS_AT = 4  # compute_at locations templated per consumer: the innermost ones that are legal
 
 
-def _tail(lp: L.Loop, factor: int, update: bool, guard_all: bool) -> str | None:
-    # The sampler's rule (its _Def.tail): Halide must never grow the region. still_legal
-    # checks every template against the sampler's own rule, so a divergence drops it.
-    if guard_all or (update and not lp.rvar and lp.extent % factor):
-        return "guard_with_if"
-    return None
-
-
 class _Loops:
-    """One definition's loops as directives are added (names and extents known at each step)."""
+    """One definition's loops as directives are added (names and extents known at each step):
+    the sampler's DefinitionLoops (its tail rule: Halide must never grow the region) behind
+    the few moves the templates make."""
 
     def __init__(self, p: Pipeline, name: str, update: bool, extents: dict[str, int], guard_all: bool) -> None:
-        self.loops = L.initial_loops(p.stage(name), update, extents)
-        self.update, self.guard_all = update, guard_all
-        self.out: list[Directive] = []
+        self.d = sampler.DefinitionLoops(p.stage(name), update, extents, guard_all)
+
+    @property
+    def loops(self) -> list[L.Loop]:
+        return self.d.loops
+
+    @property
+    def out(self) -> list[Directive]:
+        return self.d.directives
 
     def get(self, name: str) -> L.Loop:
         return next(x for x in self.loops if x.name == name)
 
     def fresh(self, base: str) -> str:
-        names = {x.name for x in self.loops}
-        n, k = base, 2
-        while n in names:
-            n, k = f"{base}{k}", k + 1
-        return n
+        return self.d.fresh(base)
 
     def add(self, kind: Kind, loop: str | None = None, factor: int | None = None, **kw: object) -> None:
-        if factor is not None and loop is not None:
-            kw["tail"] = _tail(self.get(loop), factor, self.update, self.guard_all)
-        d = Directive(kind, loop=loop, factor=factor, **kw)  # type: ignore[arg-type]
-        self.loops = L.apply(self.loops, d)
-        self.out.append(d)
+        self.d.add(Directive(kind, loop=loop, factor=factor, **kw))  # type: ignore[arg-type]
 
     def split(self, loop: str, factor: int) -> tuple[str, str]:
         outer, inner = self.fresh(f"{loop}o"), self.fresh(f"{loop}i")
