@@ -599,6 +599,62 @@ def reset(root: Path | None = None) -> bool:
     return had
 
 
+def _ceiling(used: Environment, label: str) -> float | None:
+    """The noise ceiling's tau of `used`'s machine (`costmodel noise` there, if run)."""
+    from .noise import last_ceiling  # noqa: PLC0415
+
+    return last_ceiling(used.host, used.target, label=label)
+
+
+def _fit_and_judge(
+    db_path: str | Path,
+    samples: Sequence[Sample],
+    used: Environment,
+    base: tuple[TVMModel, Environment | None],
+    ceiling: float | None,
+    *,
+    pipeline: str | None,
+    holdout: float,
+    max_train: int | None,
+    rounds: int | None,
+    seed: int,
+    allow_other_host: bool,
+    progress: Progress | None,
+    should_cancel: Callable[[], bool] | None,
+    label: str,
+    per_pipeline: bool,
+) -> tuple[FineTunedModel, dict[str, Any]]:
+    """`finetune_on_db`'s fit of `samples` (of `used`, loaded from `db_path`) split by `seed`,
+    from `base` (base_model(): loaded once by a caller that fits many splits), and its report
+    (before/after on the held-out ones; `ceiling`: the noise ceiling's tau), nothing saved."""
+    base_trees, base_env = base
+    train, test = split_host(samples, holdout, seed, max_train)
+    if len(train) < 2:
+        raise ValueError(f"{db_path}: {len(samples)} measurements on {used.describe()}: too few to fine-tune on (need 3 or more)")
+    model = fine_tune(base_trees, train, used, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
+                      should_cancel=should_cancel, label=label, per_pipeline=per_pipeline)  # fmt: skip
+    judged = test or train  # no held-out measurement: in-sample, and said so
+    before, after = sample_error(base_trees, judged), sample_error(model, judged)
+    rep: dict[str, Any] = {
+        "environment": used.to_list(), "host": used.describe(), "pipeline": pipeline,
+        "base_environment": base_env.to_list() if base_env else None,
+        "base_host": base_env.describe() if base_env else None, "host_differs": bool(base_env and not base_env.same_machine(used)),
+        "n_train": len(train), "n_test": len(test), "held_out": bool(test), "pipelines": len({s.pipeline_hash for s in samples}),
+        "rounds": model.config["finetune"]["rounds"], "label": label, "before": before.to_json(), "after": after.to_json(),
+        "corrections": {
+            ph: {"method": c.method, "n": c.n, "slope": c.slope, "cv_error": c.cv_error} for ph, c in model.corrections.items()
+        },
+        "median_error_cut": None if not before.median_abs_log else 1 - (after.median_abs_log or 0.0) / before.median_abs_log,
+        "saved": None, "seconds": 0.0,
+    }  # fmt: skip
+    from .noise import fraction_of_ceiling  # noqa: PLC0415
+
+    rep["noise_ceiling_tau"] = ceiling
+    for key in ("before", "after"):
+        rep[key]["tau_fraction_of_ceiling"] = fraction_of_ceiling(rep[key]["kendall_tau"], ceiling)
+    return model, rep
+
+
 def finetune_on_db(
     db_path: str | Path,
     env: Environment,
@@ -624,32 +680,10 @@ def finetune_on_db(
     if progress is not None:
         progress("loading", 0, 1)
     samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host, label=label)
-    train, test = split_host(samples, holdout, seed, max_train)
-    if len(train) < 2:
-        raise ValueError(f"{db_path}: {len(samples)} measurements on {used.describe()}: too few to fine-tune on (need 3 or more)")
-    base, base_env = base_model()
-    model = fine_tune(base, train, used, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
-                      should_cancel=should_cancel, label=label, per_pipeline=per_pipeline)  # fmt: skip
-    judged = test or train  # no held-out measurement: in-sample, and said so
-    before, after = sample_error(base, judged), sample_error(model, judged)
-    better = (after.median_abs_log or 0.0) <= (before.median_abs_log or 0.0)
-    rep: dict[str, Any] = {
-        "environment": used.to_list(), "host": used.describe(), "pipeline": pipeline,
-        "base_environment": base_env.to_list() if base_env else None,
-        "base_host": base_env.describe() if base_env else None, "host_differs": bool(base_env and not base_env.same_machine(used)),
-        "n_train": len(train), "n_test": len(test), "held_out": bool(test), "pipelines": len({s.pipeline_hash for s in samples}),
-        "rounds": model.config["finetune"]["rounds"], "label": label, "before": before.to_json(), "after": after.to_json(),
-        "corrections": {
-            ph: {"method": c.method, "n": c.n, "slope": c.slope, "cv_error": c.cv_error} for ph, c in model.corrections.items()
-        },
-        "median_error_cut": None if not before.median_abs_log else 1 - (after.median_abs_log or 0.0) / before.median_abs_log,
-        "saved": None, "seconds": 0.0,
-    }  # fmt: skip
-    from .noise import fraction_of_ceiling, last_ceiling  # noqa: PLC0415
-
-    rep["noise_ceiling_tau"] = ceiling = last_ceiling(used.host, used.target, label=label)  # `costmodel noise` on this machine, if run
-    for key in ("before", "after"):
-        rep[key]["tau_fraction_of_ceiling"] = fraction_of_ceiling(rep[key]["kendall_tau"], ceiling)
+    model, rep = _fit_and_judge(db_path, samples, used, base_model(), _ceiling(used, label), pipeline=pipeline, holdout=holdout,
+                                max_train=max_train, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
+                                should_cancel=should_cancel, label=label, per_pipeline=per_pipeline)  # fmt: skip
+    better = (rep["after"]["median_abs_log_error"] or 0.0) <= (rep["before"]["median_abs_log_error"] or 0.0)
     if save and better:
         if should_cancel is not None and should_cancel():
             raise Cancelled("fine-tuning cancelled")
@@ -681,14 +715,18 @@ def finetune_splits(
     median over the splits of the median |log error| and Kendall tau before and after, then
     the median over the pipelines of the cut and the tau change."""
     out: dict[str, Any] = {"n_train": n_train, "splits": splits, "label": label, "per_pipeline": per_pipeline, "pipelines": {}}
+    base: tuple[TVMModel, Environment | None] | None = None  # the shipped trees, loaded once for every fit
     for k, name in enumerate(pipelines):
         samples, used = host_samples(db_path, env, pipeline=name, allow_other_host=allow_other_host, label=label)
         if len(samples) < n_train + 5:
             raise ValueError(f"{db_path}: {len(samples)} measurements of {name}: need {n_train} to train on and 5 or more to judge by")
+        base = base or base_model()
+        ceiling = _ceiling(used, label)
         runs = []
         for sp in range(splits):
-            rep = finetune_on_db(db_path, env, pipeline=name, holdout=1 - n_train / len(samples), seed=sp, save=False, label=label,
-                                 allow_other_host=allow_other_host, per_pipeline=per_pipeline)  # fmt: skip
+            _, rep = _fit_and_judge(db_path, samples, used, base, ceiling, pipeline=name, holdout=1 - n_train / len(samples),
+                                    max_train=None, rounds=None, seed=sp, allow_other_host=allow_other_host, progress=None,
+                                    should_cancel=None, label=label, per_pipeline=per_pipeline)  # fmt: skip
             runs.append({key: rep[key] for key in ("n_train", "n_test", "before", "after", "corrections")})
         med = {f"{w}_{m}": float(np.median([r[w][m] for r in runs if r[w][m] is not None]))
                for w in ("before", "after") for m in ("median_abs_log_error", "kendall_tau")}  # fmt: skip
