@@ -401,12 +401,13 @@ def cv_folds(n: int, seed: int) -> list[list[int]]:
     return [idx[k::CV_FOLDS] for k in range(CV_FOLDS)]
 
 
-def _boost_cv_error(samples: Sequence[Sample], base: TVMModel, env: Environment, seed: int, rounds: int | None, **params: Any) -> float:
-    """Cross-validated median |log error| of the host level alone on one pipeline's measurements:
+def _boost_cv_error(
+    samples: Sequence[Sample], y: np.ndarray, lp: np.ndarray, base: TVMModel, env: Environment, seed: int, rounds: int | None, **params: Any
+) -> float:
+    """Cross-validated median |log error| of the host level alone on one pipeline's measurements
+    (`y`: their log labels, `lp`: `base`'s log predictions of them, which the caller has):
     in each fold the shipped trees, their constant moved by the fold's median residual, with
     boosting continued on the fold's training part."""
-    y = np.log(np.array([s.time_ms for s in samples]))
-    lp = np.log(base.predict_samples(samples)[0])
     e: list[float] = []
     for fold in cv_folds(len(samples), seed):
         held = set(fold)
@@ -479,8 +480,8 @@ def fine_tune(
     own = {ph: ix for ph, ix in by.items() if per_pipeline and len(ix) >= MIN_PIPELINE}
     rest = [smp for smp in train if smp.pipeline_hash not in own]
     y = np.log(np.array([smp.time_ms for smp in train]))
-    pred, _ = base.predict_samples(train)
-    offset = float(np.median(y - np.log(pred)))  # the machine's speed: robust to a few outliers
+    base_lp = np.log(base.predict_samples(train)[0])
+    offset = float(np.median(y - base_lp))  # the machine's speed: robust to a few outliers
     from .finetuned import FineTunedModel  # noqa: PLC0415
 
     w = label_weights(train)
@@ -503,7 +504,8 @@ def fine_tune(
     boost = {
         ph
         for ph, c in corrections.items()
-        if _boost_cv_error([train[i] for i in own[ph]], base, env, seed, rounds, **params) < min(c.cv_error.values())
+        if _boost_cv_error([train[i] for i in own[ph]], y[own[ph]], base_lp[own[ph]], base, env, seed, rounds, **params)
+        < min(c.cv_error.values())
     }
     if boost:
         own = {ph: ix for ph, ix in own.items() if ph not in boost}
