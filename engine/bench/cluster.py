@@ -34,6 +34,7 @@ from ..cluster.ray_runner import RayRunner, loopback_cluster
 from ..costmodel.dataset import generate
 from ..halide_backend import target_string
 from ..measure import host_fingerprint
+from .procs import processes
 
 
 def _log(msg: str) -> None:
@@ -66,23 +67,12 @@ def _tree_cpu() -> dict[str, float]:
     (engine.worker processes, and the children this process reaped: the local Runner's
     worker) and of the other processes under this one (Ray's), each with its reaped
     children; empty where /proc is not there."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    procs: dict[int, tuple[int, list[float], str]] = {}
-    try:
-        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
+    procs = processes()
+    if procs is None:
         return {}
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # ended meanwhile
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        procs[pid] = (int(fields[1]), [int(x) / tick for x in fields[11:15]], cmd)
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, pr in procs.items():
+        children.setdefault(pr.ppid, []).append(pid)
     out = {"coordinator": 0.0, "workers": 0.0, "ray": 0.0}
     me = os.getpid()
     todo = [me]
@@ -91,12 +81,12 @@ def _tree_cpu() -> dict[str, float]:
         todo += children.get(pid, [])
         if pid not in procs:
             continue
-        _, (ut, st, cut, cst), cmd = procs[pid]
+        pr = procs[pid]
         if pid == me:
-            out["coordinator"] += ut + st
-            out["workers"] += cut + cst
+            out["coordinator"] += pr.cpu_s
+            out["workers"] += pr.reaped_cpu_s
         else:
-            out["workers" if "engine.worker" in cmd else "ray"] += ut + st + cut + cst
+            out["workers" if "engine.worker" in pr.cmdline else "ray"] += pr.cpu_s + pr.reaped_cpu_s
     return out
 
 

@@ -62,6 +62,7 @@ from ..ir import Pipeline
 from ..measure import Measurement, Runner, host_fingerprint
 from ..resources import MODELS_DIR
 from ..schedule import SPEC, Schedule, ScheduleError, default_schedule, to_source, validate
+from .procs import processes
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site-packages): where `python -m engine...` runs
 FAMILIES = ("schedules", "onnx", "cli")
@@ -1614,22 +1615,11 @@ RESOURCE_TRACKER = "multiprocessing.resource_tracker"
 def live_children() -> tuple[int | None, list[str]]:
     """Live (not zombie) child processes of this process, from /proc, but Python's own resource
     tracker; None where there is no /proc."""
-    proc = Path("/proc")
-    if not (proc / "self").exists():
+    procs = processes()
+    if procs is None:
         return None, []
-    me, cmds = os.getpid(), []
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[1]) == me and fields[0] != "Z":
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                if RESOURCE_TRACKER not in cmd:
-                    cmds.append(cmd)
-        except (OSError, ValueError, IndexError):
-            continue
+    me = os.getpid()
+    cmds = [pr.cmdline for pr in procs.values() if pr.ppid == me and pr.state != "Z" and RESOURCE_TRACKER not in pr.cmdline]
     return len(cmds), cmds
 
 
