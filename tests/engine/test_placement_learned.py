@@ -6,13 +6,14 @@ the single-device time; a chain cut over both devices pays a transfer per cut.
 """
 
 import math
+import threading
 
 import pytest
 
 from engine.placement.costs import roofline_costs
 from engine.placement.devices import Device, DeviceProfile, Link
 from engine.placement.graph import OpGraph, OpNode, random_graph
-from engine.placement.learned.common import INVALID_COST, Evaluator, colocation_groups
+from engine.placement.learned.common import INVALID_COST, Clock, Evaluator, colocation_groups
 from engine.placement.policies import PLACERS, Problem, place
 from engine.placement.simulator import simulate
 
@@ -280,3 +281,16 @@ def test_a_learned_placer_keeps_a_short_time_budget_on_a_big_graph(big, policy):
     assert wall <= 1.5 * budget + 2.0, f"{policy} took {wall:.1f} s on a {budget} s budget"
     assert result.simulation.valid
     assert result.simulation.makespan_s <= best_heuristic_s * (1 + 1e-9)
+
+
+def test_the_clock_ends_at_its_share_of_the_budget_or_never_or_when_cancelled():
+    c = Clock(10.0)
+    assert c.end(0.5) == pytest.approx(c.started + 5.0) and c.end() == pytest.approx(c.started + 10.0) and not c.over()
+    assert Clock(None).end() == math.inf and not Clock(None).over()
+    neg = Clock(-1.0)  # a negative budget: spent at the start, not before it
+    assert neg.over() and neg.end() == neg.started
+    ev = threading.Event()
+    c, go = Clock(None, ev), Clock(None, ev).loop(steps=3)
+    assert [go(k) for k in range(4)] == [True, True, True, False]
+    ev.set()
+    assert c.over() and not c.loop()(0)

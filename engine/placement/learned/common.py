@@ -105,26 +105,25 @@ class Clock:
     def __init__(self, train_s: float | None, cancel: threading.Event | None = None) -> None:
         self.started = time.perf_counter()
         self.train_s = train_s
-        self.deadline = math.inf if train_s is None else self.started + max(0.0, train_s)
         self.cancel = cancel
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
+    def end(self, share: float = 1.0) -> float:
+        """When `share` of the budget is spent (time.perf_counter seconds; inf with no time limit)."""
+        return math.inf if self.train_s is None else self.started + share * max(0.0, self.train_s)
+
     def over(self, share: float = 1.0) -> bool:
         """Cancelled, or past `share` of the budget (checked inside a step: between simulations, rounds)."""
-        if self.cancelled():
-            return True
-        if self.train_s is None:
-            return False
-        return time.perf_counter() >= self.started + share * (self.deadline - self.started)
+        return self.cancelled() or time.perf_counter() >= self.end(share)
 
     def loop(self, steps: int | None = None, share: float = 1.0, first: float = 0.0) -> Callable[[int], bool]:
         """go(k): whether to start step k. At most `steps` steps (None: as many as the budget allows),
         none once cancelled, and on a time budget none that would end after `share` of it, judged
         by the previous step's duration (so a loop of 1.5 s steps stops up to 1.5 s early, not late);
         `first`: an estimate of the first step's (seconds), when the caller has one."""
-        end = self.started + share * (self.deadline - self.started) if self.train_s is not None else math.inf
+        end = self.end(share)
         last: list[float] = []  # when the previous step started, and how long it took
 
         def go(k: int) -> bool:
