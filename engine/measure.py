@@ -22,7 +22,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -172,18 +172,19 @@ def worker_env(threads: int) -> dict[str, str]:
     return env
 
 
-class _Worker:
-    """A worker process speaking JSON lines over two pipes; its stderr goes to a temp file
-    so that a crash report can quote what it printed last."""
+class PipeWorker:
+    """A child process `python -m MODULE JOB_FD RESULT_FD ARGS... PARENT_PID` speaking JSON lines
+    over two pipes (jobs in, results out); its stdout and stderr go to a temp file so that a
+    crash report can quote what it printed last. The measurement worker (engine/worker.py) and
+    placement's device processes (placement/execute.py) are two."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, module: str, args: Sequence[str], env: dict[str, str], pass_fds: Sequence[int] = ()) -> None:
         job_r, self._job_w = os.pipe()
         self._res_r, res_w = os.pipe()
         self.stderr = tempfile.TemporaryFile(mode="w+b")
-        env = worker_env(threads)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.worker", str(job_r), str(res_w), str(threads), str(os.getpid())],
-            pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr, env=env,
+            [sys.executable, "-m", module, str(job_r), str(res_w), *args, str(os.getpid())],
+            pass_fds=(job_r, res_w, *pass_fds), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr, env=env,
         )  # fmt: skip
         os.close(job_r)
         os.close(res_w)
@@ -193,9 +194,11 @@ class _Worker:
         os.write(self._job_w, (json.dumps(obj) + "\n").encode())
 
     def poll(self, timeout: float) -> dict[str, Any] | None:
-        """A complete result line if one arrives within `timeout`; raises EOFError if the pipe closed."""
+        """A complete result line if one arrives within `timeout` (in all, however many pieces
+        it comes in); raises EOFError if the pipe closed."""
+        end = time.monotonic() + timeout
         while b"\n" not in self._buf:
-            ready, _, _ = select.select([self._res_r], [], [], timeout)
+            ready, _, _ = select.select([self._res_r], [], [], max(0.0, end - time.monotonic()))
             if not ready:
                 return None
             chunk = os.read(self._res_r, 1 << 20)
@@ -211,16 +214,20 @@ class _Worker:
         self.stderr.seek(max(0, size - n))
         return " ".join(self.stderr.read().decode(errors="replace").split())
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        reap(self.proc)
+    def close_pipes(self) -> None:
+        """The parent's ends of the pipes and the stderr file closed (the process already ended)."""
         for fd in (self._job_w, self._res_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.stderr.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        reap(self.proc)
+        self.close_pipes()
 
 
 def reap(proc: subprocess.Popen, timeout: float = 5.0) -> bool:
@@ -259,7 +266,7 @@ class Runner:
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or default_threads()
-        self._worker: _Worker | None = None
+        self._worker: PipeWorker | None = None
 
     @property
     def host(self) -> str:
@@ -276,10 +283,10 @@ class Runner:
         """The current worker process's id (None before the first job or after a failure)."""
         return self._worker.proc.pid if self._worker is not None and self._worker.proc.poll() is None else None
 
-    def _get(self) -> _Worker:
+    def _get(self) -> PipeWorker:
         if self._worker is None or self._worker.proc.poll() is not None:
             self._replace()
-            self._worker = _Worker(self.threads)
+            self._worker = PipeWorker("engine.worker", [str(self.threads)], worker_env(self.threads))
         return self._worker
 
     def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement:
@@ -327,7 +334,7 @@ class Runner:
             if w.proc.poll() is not None:
                 return self._crashed(job, w, stuck=False)
 
-    def _crashed(self, job: Job, w: _Worker, stuck: bool) -> Measurement:
+    def _crashed(self, job: Job, w: PipeWorker, stuck: bool) -> Measurement:
         """The failed Measurement of a job whose worker died (or had to be killed); the worker is replaced."""
         code = w.proc.returncode
         tail = w.stderr_tail()

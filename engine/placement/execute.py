@@ -22,14 +22,9 @@ against real runs (`calibrate.py`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import select
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -42,7 +37,7 @@ import numpy as np
 from .. import reference as R
 from ..halide_backend import target_string
 from ..ir import BYTES_PER_ELEMENT, Pipeline
-from ..measure import host_fingerprint, reap, worker_env
+from ..measure import PipeWorker, host_fingerprint, reap, worker_env
 from ..schedule import Kind, Schedule
 from .costs import CostTable, roofline_costs
 from .devices import DeviceProfile, Link, local_cores, local_profile
@@ -209,43 +204,22 @@ def _layout(p: Pipeline, g: OpGraph, placement: Sequence[int]) -> tuple[dict[str
 
 
 # --- the device processes ----------------------------------------------------------------
-class _Device:
-    def __init__(self, extra_fds: list[int]) -> None:
-        cmd_r, self._cmd_w = os.pipe()
-        self._res_r, res_w = os.pipe()
-        self.stderr = tempfile.TemporaryFile(mode="w+b")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.placement.device_worker", str(cmd_r), str(res_w), str(os.getpid())],
-            pass_fds=(cmd_r, res_w, *extra_fds), stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr,
-            env=worker_env(1),
-        )  # fmt: skip
-        os.close(cmd_r)
-        os.close(res_w)
-        self._buf = b""
+class _Device(PipeWorker):
+    """A device process (placement/device_worker.py), with `extra_fds` (the shared block) passed on."""
 
-    def send(self, obj: Any) -> None:
-        os.write(self._cmd_w, (json.dumps(obj) + "\n").encode())
+    def __init__(self, extra_fds: list[int]) -> None:
+        super().__init__("engine.placement.device_worker", [], worker_env(1), extra_fds)
 
     def receive(self, deadline: float, what: str) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self._res_r], [], [], max(0.0, left))
-            if not ready:
-                raise ExecutionError(f"{what}: no answer within the time limit")
-            chunk = os.read(self._res_r, 1 << 20)
-            if not chunk:
-                raise ExecutionError(f"{what}: the device process died ({self.stderr_tail()})")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        msg: dict[str, Any] = json.loads(line)
+        try:
+            msg = self.poll(max(0.0, deadline - time.monotonic()))
+        except EOFError:
+            raise ExecutionError(f"{what}: the device process died ({self.stderr_tail() or 'nothing printed'})") from None
+        if msg is None:
+            raise ExecutionError(f"{what}: no answer within the time limit")
         if "error" in msg:
             raise ExecutionError(f"{what}: {msg['error']}")
         return msg
-
-    def stderr_tail(self, n: int = 400) -> str:
-        self.stderr.seek(0, os.SEEK_END)
-        self.stderr.seek(max(0, self.stderr.tell() - n))
-        return " ".join(self.stderr.read().decode(errors="replace").split()) or "nothing printed"
 
     def close(self) -> None:
         try:
@@ -255,12 +229,7 @@ class _Device:
         if not reap(self.proc):
             self.proc.kill()
             reap(self.proc)
-        for fd in (self._cmd_w, self._res_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.stderr.close()
+        self.close_pipes()
 
 
 class LocalDevices:
