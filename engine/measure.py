@@ -401,6 +401,27 @@ def round_spread(m: Measurement) -> float:
     return float(math.log(max(r) / min(r))) if len(r) >= 2 else 0.0
 
 
+def timed_rounds(run: Callable[[], Any], job: Job) -> list[list[float]]:
+    """The runner's timing protocol: `job.warmup` untimed runs (one at least), then `job.rounds`
+    rounds, each timing runs (seconds) until it has `job.min_runs` and `job.min_time_s` in all,
+    at most `job.max_runs`. The worker times schedules with it, bench peers the other runtimes."""
+    for _ in range(max(1, job.warmup)):
+        run()
+    clock = time.perf_counter
+    out: list[list[float]] = []
+    for _ in range(max(1, job.rounds)):
+        times: list[float] = []
+        total = 0.0
+        while len(times) < job.max_runs and (len(times) < job.min_runs or total < job.min_time_s):
+            t0 = clock()
+            run()
+            dt = clock() - t0
+            times.append(dt)
+            total += dt
+        out.append(times)
+    return out
+
+
 def summarize(times_s: list[float]) -> Summary:
     ms = sorted(t * 1000 for t in times_s)
     q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3

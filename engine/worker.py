@@ -27,7 +27,7 @@ from . import halide_backend as HB
 from . import reference as R
 from . import segments
 from .ir import Pipeline
-from .measure import Job, Measurement, failed, host_fingerprint, summarize
+from .measure import Job, Measurement, failed, host_fingerprint, summarize, timed_rounds
 from .schedule import Schedule, ScheduleError
 
 Program = HB.Lowered | segments.Segmented
@@ -118,9 +118,7 @@ def _execute(job: Job, threads: int) -> Measurement:
     outs = HB.output_arrays(p)
     run = low.runner(outs)
     with timing_slot():
-        for _ in range(max(1, job.warmup)):
-            run()
-        rounds = [_time(run, job) for _ in range(max(1, job.rounds))]
+        rounds = timed_rounds(run, job)
     times = [t for r in rounds for t in r]
     m = Measurement(
         p.name, p.content_hash(), sched_key, True, compile_s=compile_s, threads=threads, target=HB.target_string(),
@@ -191,19 +189,6 @@ def _reference(p: Pipeline, seed: int, verify: bool) -> tuple[dict[str, np.ndarr
     while len(_REF_CACHE) > 3:
         _REF_CACHE.popitem(last=False)
     return inputs, refs, method
-
-
-def _time(run: Callable[[], None], job: Job) -> list[float]:
-    times: list[float] = []
-    total = 0.0
-    clock = time.perf_counter
-    while len(times) < job.max_runs and (len(times) < job.min_runs or total < job.min_time_s):
-        t0 = clock()
-        run()
-        dt = clock() - t0
-        times.append(dt)
-        total += dt
-    return times
 
 
 _libc: Any = None

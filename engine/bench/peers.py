@@ -26,9 +26,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import statistics
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ import numpy as np
 
 from .. import reference as R
 from ..ir import OpRecord, Pipeline
-from ..measure import Job, default_threads, summarize
+from ..measure import Job, default_threads, summarize, timed_rounds
 from ..ops import FLOAT_LOWEST
 from ..resources import MAKE_MODELS
 
@@ -79,22 +78,9 @@ class Peer:
 
 
 def time_callable(run: Callable[[], Any], min_time_s: float, rounds: int = 1) -> dict[str, Any]:
-    """The runner's protocol (engine/worker.py): warm-up, then per round runs until at
+    """The runner's protocol (measure.timed_rounds, as the worker times a schedule): warm-up, then per round runs until at
     least min_runs and min_time_s; the median is the median of the rounds' medians."""
-    for _ in range(max(1, _PROTOCOL.warmup)):
-        run()
-    per_round: list[list[float]] = []
-    clock = time.perf_counter
-    for _ in range(max(1, rounds)):
-        times: list[float] = []
-        total = 0.0
-        while len(times) < _PROTOCOL.max_runs and (len(times) < _PROTOCOL.min_runs or total < min_time_s):
-            t0 = clock()
-            run()
-            dt = clock() - t0
-            times.append(dt)
-            total += dt
-        per_round.append(times)
+    per_round = timed_rounds(run, replace(_PROTOCOL, min_time_s=min_time_s, rounds=rounds))
     out: dict[str, Any] = {**summarize([t for r in per_round for t in r])}
     out["round_medians_ms"] = [summarize(r)["median_ms"] for r in per_round]
     out["median_ms"] = statistics.median(out["round_medians_ms"])
