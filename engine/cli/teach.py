@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import api, zoo
+from ..ir import Pipeline
+from ..schedule import Schedule
 from . import args as A
 
 
@@ -53,13 +55,19 @@ def run(args: argparse.Namespace) -> int:
     return _footprint(args) if args.cmd == "footprint" else _animate(args)
 
 
-def _footprint(args: argparse.Namespace) -> int:
-    from ..teaching.footprint import FootprintError, footprint, loop_levels  # noqa: PLC0415
-
+def _pipeline_schedule_stage(args: argparse.Namespace) -> tuple[Pipeline, Schedule]:
+    """The pipeline and schedule the options name, with --stage checked to be one of its stages."""
     p = api.load_pipeline(args.pipeline, args.size)
     sched = api.load_schedule(p, args.schedule)
     if args.stage not in p.stage_map:
         raise A.CliError(f"--stage {args.stage!r}: pipeline {p.name!r} has no such stage (stages: {', '.join(p.stage_map)})")
+    return p, sched
+
+
+def _footprint(args: argparse.Namespace) -> int:
+    from ..teaching.footprint import FootprintError, footprint, loop_levels  # noqa: PLC0415
+
+    p, sched = _pipeline_schedule_stage(args)
     try:
         f = footprint(p, sched, args.stage, args.loop)
     except FootprintError as exc:
@@ -94,10 +102,7 @@ def _animate(args: argparse.Namespace) -> int:
     from ..teaching import animate as AN  # noqa: PLC0415  # Pillow loads with the command only
     from ..teaching.trace import TraceError, parse_extent, trace  # noqa: PLC0415
 
-    p = api.load_pipeline(args.pipeline, args.size)
-    sched = api.load_schedule(p, args.schedule)
-    if args.stage not in p.stage_map:
-        raise A.CliError(f"--stage {args.stage!r}: pipeline {p.name!r} has no such stage (stages: {', '.join(p.stage_map)})")
+    p, sched = _pipeline_schedule_stage(args)
     try:
         extent = None if args.extent is None else parse_extent(args.extent)
         t = trace(p, sched, args.stage, extent, threads=args.threads)
