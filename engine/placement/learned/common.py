@@ -289,6 +289,16 @@ def warm_starts(problem: Problem, evaluator: Evaluator, names: Sequence[str] | N
     return out
 
 
+def warm_best_s(cands: Sequence[tuple[str, tuple[int, ...]]], evaluator: Evaluator) -> float:
+    """The fastest valid warm-start candidate's makespan (inf when none is valid, or there are none)."""
+    return min((evaluator.cache[c[1]].makespan_s for c in cands if evaluator.cache[c[1]].valid), default=float("inf"))
+
+
+def op_weights(problem: Problem) -> list[float]:
+    """Each operation's mean time over the devices: what co-location grouping weighs."""
+    return [float(np.mean(row)) for row in problem.costs.seconds]
+
+
 def imitation_target(cands: Sequence[tuple[str, tuple[int, ...]]], evaluator: Evaluator, rule: str = "fastest") -> tuple[int, ...]:
     """The warm start's placement to imitate: `rule` "fastest", the fastest candidate even if it is over
     memory (the penalty's gradient then pulls the samples around it back under the limit: where no

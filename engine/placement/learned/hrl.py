@@ -36,7 +36,9 @@ from .common import (
     imitation_target,
     majority,
     node_features,
+    op_weights,
     seeded,
+    warm_best_s,
     warm_starts,
 )
 from .rl import RLRun, Seq2SeqPlacer, imitate, reinforce
@@ -148,8 +150,8 @@ def train_hrl(
         return torch.distributions.Categorical(logits=grouper(feats), validate_args=False).log_prob(assign).sum(1)
 
     cands = warm_starts(problem, ev) if warm_start else []
-    warm_best = min((ev.cache[c[1]].makespan_s for c in cands if ev.cache[c[1]].valid), default=float("inf"))
-    weight = [float(np.mean(row)) for row in problem.costs.seconds]
+    warm_best = warm_best_s(cands, ev)
+    weight = op_weights(problem)
     target_groups = colocation_groups(problem.graph, n_groups, weight)
     t_groups = torch.as_tensor([target_groups])
     if group_start:  # the grouper starts near the co-location groups (which the placer then learns to place)

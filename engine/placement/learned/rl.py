@@ -45,7 +45,9 @@ from .common import (
     imitation_target,
     majority,
     node_features,
+    op_weights,
     seeded,
+    warm_best_s,
     warm_starts,
 )
 
@@ -233,7 +235,7 @@ def train_rl(
     ev = Evaluator(problem)
     n_dev = len(problem.profile.devices)
     feats = node_features(problem)
-    weight = [float(np.mean(row)) for row in problem.costs.seconds]
+    weight = op_weights(problem)
     groups = colocation_groups(problem.graph, max_groups, weight)
     n_groups = max(groups) + 1
     gfeat = torch.as_tensor(group_features(feats, groups, n_groups, problem))
@@ -246,7 +248,7 @@ def train_rl(
         return acts[:, index].tolist(), logp, ent
 
     cands = warm_starts(problem, ev) if warm_start else []
-    warm_best = min((ev.cache[c[1]].makespan_s for c in cands if ev.cache[c[1]].valid), default=float("inf"))
+    warm_best = warm_best_s(cands, ev)
     if cands:
         target = torch.as_tensor([majority(imitation_target(cands, ev, target_rule), groups, n_groups, problem)])
         imitate(
