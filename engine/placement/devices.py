@@ -15,6 +15,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -158,6 +159,13 @@ def _field(obj: dict[str, Any], key: str, where: str, kind: str, default: Any = 
     return float(v)
 
 
+def _known_fields(obj: dict[str, Any], fields: Sequence[str], where: str) -> None:
+    """A JSON object with a field not among `fields` is refused, naming the first such (sorted) and all `fields`."""
+    extra = sorted(set(obj) - set(fields))
+    if extra:
+        raise ProfileError(f"{where}: unknown field {extra[0]!r} (fields: {', '.join(fields)})")
+
+
 def _names(v: Any, at: str, known: dict[str, int]) -> list[str]:
     """A link end: one device name or a list of them."""
     items = v if isinstance(v, list) else [v]
@@ -179,10 +187,7 @@ def parse_profile(body: Any, origin: str) -> DeviceProfile:
     pair of devices needs exactly one link."""
     if not isinstance(body, dict):
         raise ProfileError(f"{origin}: expected a JSON object with name, simulated, description, devices, links")
-    allowed = {"name", "simulated", "description", "devices", "links"}
-    extra = sorted(set(body) - allowed)
-    if extra:
-        raise ProfileError(f"{origin}: unknown field {extra[0]!r} (fields: {', '.join(sorted(allowed))})")
+    _known_fields(body, sorted(["name", "simulated", "description", "devices", "links"]), origin)
     name = _field(body, "name", origin, "str")
     simulated = _field(body, "simulated", origin, "bool")
     description = _field(body, "description", origin, "str")
@@ -196,9 +201,7 @@ def parse_profile(body: Any, origin: str) -> DeviceProfile:
         where = f"{origin}.devices[{k}]"
         if not isinstance(d, dict):
             raise ProfileError(f"{where}: expected an object, got {d!r}")
-        extra = sorted(set(d) - device_keys)
-        if extra:
-            raise ProfileError(f"{where}: unknown field {extra[0]!r} (fields: {', '.join(sorted(device_keys))})")
+        _known_fields(d, sorted(device_keys), where)
         dname = _field(d, "name", where, "str")
         if dname in known:
             raise ProfileError(f"{where}.name: duplicate device name {dname!r}")
@@ -228,9 +231,7 @@ def parse_profile(body: Any, origin: str) -> DeviceProfile:
         where = f"{origin}.links[{k}]"
         if not isinstance(lk, dict):
             raise ProfileError(f"{where}: expected an object, got {lk!r}")
-        extra = sorted(set(lk) - {"a", "b", "latency_s", "bandwidth"})
-        if extra:
-            raise ProfileError(f"{where}: unknown field {extra[0]!r} (fields: a, b, latency_s, bandwidth)")
+        _known_fields(lk, ["a", "b", "latency_s", "bandwidth"], where)
         for end in ("a", "b"):
             if end not in lk:
                 raise ProfileError(f"{where}.{end}: missing")

@@ -91,6 +91,8 @@ def test_a_good_file_loads(tmp_path):
         (changed(devices__1__name="cpu0"), "devices[1].name", "duplicate"),
         (changed(devices__0__peak_flops=KeyError), "devices[0].peak_flops", "missing"),
         (changed(devices__0__speed=3), "devices[0]", "unknown field 'speed'"),
+        (changed(links__0__mtu=9000), "links[0]", "unknown field 'mtu' (fields: a, b, latency_s, bandwidth)"),
+        (changed(owner="me"), "", "unknown field 'owner' (fields: description, devices, links, name, simulated)"),
         (changed(links__0__b="gpu9"), "links[0].b", "unknown device 'gpu9'"),
         (changed(links__0__bandwidth=0), "links[0].bandwidth", "> 0"),
         (changed(links__0__latency_s=-1e-6), "links[0].latency_s", ">= 0"),
