@@ -129,6 +129,16 @@ def host_fingerprint() -> str:
     return f"{model} x{os.cpu_count()} {platform.machine()}"
 
 
+def machine_record(host: str, target: str, load_before: float | None = None) -> dict[str, Any]:
+    """Where a benchmark's figures were measured: `host` (host_fingerprint or a runner's), core
+    count, Halide `target`, Python version; with `load_before` (the 1-minute load average when
+    it started) also that and the load average now."""
+    rec: dict[str, Any] = {"host": host, "cores": os.cpu_count(), "target": target, "python": platform.python_version()}
+    if load_before is not None:
+        rec.update(load_avg_1m_before=load_before, load_avg_1m_after=os.getloadavg()[0])
+    return rec
+
+
 def failed(job: Job, kind: str, message: str) -> Measurement:
     p = job.pipeline
     return Measurement(

@@ -3,8 +3,6 @@ of Halide's autoschedulers, measured in the same run on the same machine."""
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import sys
 import time
@@ -16,7 +14,7 @@ from ..cluster import ClusterSpec, make_runner
 from ..expr import Access, Var
 from ..halide_backend import AUTOSCHEDULERS
 from ..ir import Dim, Input, Pipeline, Stage
-from ..measure import Measurement, MeasureRunner
+from ..measure import Measurement, MeasureRunner, machine_record
 
 
 def _trivial() -> Pipeline:
@@ -104,7 +102,7 @@ def bench_core(
             if hand.get("ok") and adams.get("ok"):
                 row["hand_speedup_over_adams2019"] = adams["median_ms"] / hand["median_ms"]
             results[name] = row
-        machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
+        machine = machine_record(runner.host, runner.target)
         if str(cluster) != "local":
             machine["cluster"] = str(cluster)  # measured there; the FMA peak is this machine's
     finally:

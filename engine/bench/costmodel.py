@@ -26,7 +26,6 @@ clock and (`cpu_*`) this process's CPU time.
 from __future__ import annotations
 
 import os
-import platform
 import random
 import statistics
 import sys
@@ -42,7 +41,7 @@ from .. import halide_backend as HB
 from ..costmodel import CostModel, default_choice, model_by_name
 from ..costmodel import features as F
 from ..ir import Pipeline
-from ..measure import host_fingerprint
+from ..measure import host_fingerprint, machine_record
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, validate
 
@@ -198,10 +197,7 @@ def load_models(keys: Sequence[str]) -> dict[str, CostModel]:
 
 
 def machine() -> dict[str, Any]:
-    return {
-        "host": host_fingerprint(), "cores": os.cpu_count(), "target": HB.target_string(), "python": platform.python_version(),
-        "load_avg_1m": os.getloadavg()[0],
-    }  # fmt: skip
+    return {**machine_record(host_fingerprint(), HB.target_string()), "load_avg_1m": os.getloadavg()[0]}
 
 
 def bench_costmodel(

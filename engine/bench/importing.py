@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any
 from .. import halide_backend as HB
 from .. import segments
 from ..ir import Pipeline
-from ..measure import Runner, default_threads, host_fingerprint
+from ..measure import Runner, default_threads, host_fingerprint, machine_record
 from ..resources import MAKE_MODELS
 from ..schedule import default_schedule, validate
 
@@ -150,10 +149,7 @@ def bench_import(
         "segments": runs[-1].get("segments"),
         "compile_whole_s": statistics.median(whole) if whole else None, "compile_whole_runs": whole,
         "target_s": TARGET_S, "under_target": total < TARGET_S, "runtime_jit_s": runtime_jit_s, "verify": verify,
-        "machine": {
-            "host": host_fingerprint(), "cores": os.cpu_count(), "target": HB.target_string(), "python": platform.python_version(),
-            "load_avg_1m_before": load_before[0], "load_avg_1m_after": os.getloadavg()[0],
-        },
+        "machine": machine_record(host_fingerprint(), HB.target_string(), load_before[0]),
         "wall_s": time.time() - t0,
     }  # fmt: skip
     result["table"] = _table(result)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from .. import reference as R
 from ..halide_backend import target_string
 from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
-from ..measure import Measurement, MeasureRunner, Runner, default_threads, host_fingerprint
+from ..measure import Measurement, MeasureRunner, Runner, default_threads, host_fingerprint, machine_record
 from ..resources import MAKE_MODELS, MODELS_DIR
 from ..schedule import Schedule, default_schedule
 from .peers import PEERS, Peer, PeerTiming, check_peer, make_peers, time_peer
@@ -185,15 +184,11 @@ def bench_models(
             best = found.pop("schedule", best)
             scheds = {"default": default_schedule(p), "best": best}
             results[name] = {"kind": kind, **_bench_one(p, scheds, runner, threads, name, repeats, min_time_s), **found}
-    load_after = os.getloadavg()
-    machine = {
-        "host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version(),
-        "load_avg_1m_before": load_before[0], "load_avg_1m_after": load_after[0],
-    }  # fmt: skip
+    machine = machine_record(host_fingerprint(), target_string(), load_before[0])
     table = _table(results) + (
         f"\n{NOTE}; built-in pipelines: best = hand schedule."
         f"\n{threads} threads for every variant; {repeats} rounds of >= {min_time_s:g} s each; "
-        f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after on {os.cpu_count()} cores "
+        f"load average (1 min) {load_before[0]:.2f} before, {machine['load_avg_1m_after']:.2f} after on {os.cpu_count()} cores "
         f"(PyTorch with OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'default'}: its barriers suffer most from other load)."
     )
     return {
@@ -357,16 +352,12 @@ def bench_models_tuned(
     finally:
         if own:
             runner.close()
-    load_after = os.getloadavg()
+    machine = machine_record(host_fingerprint(), target_string(), load_before[0])
     geo = {k: _geomean([r[k] for r in results.values() if k in r]) for k in ("tuned_over_ort", "heuristic_over_ort")}
-    machine = {
-        "host": host_fingerprint(), "cores": os.cpu_count(), "target": target_string(), "python": platform.python_version(),
-        "load_avg_1m_before": load_before[0], "load_avg_1m_after": load_after[0],
-    }  # fmt: skip
     table = _tuned_table(results, geo) + (
         f"\n{TUNE_NOTE}.\nTuning budget {budget_s:g} s per model; {threads} threads for every variant; "
         f"{repeats} rounds of >= {min_time_s:g} s; "
-        f"load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after on {os.cpu_count()} cores."
+        f"load average (1 min) {load_before[0]:.2f} before, {machine['load_avg_1m_after']:.2f} after on {os.cpu_count()} cores."
     )
     return {
         "note": TUNE_NOTE, "machine": machine, "threads": threads, "repeats": repeats, "min_time_s": min_time_s, "budget_s": budget_s,

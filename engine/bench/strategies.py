@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -39,7 +38,7 @@ from .. import api, zoo
 from ..costmodel import CostModel, Prediction, model_by_name
 from ..ir import Pipeline
 from ..loopnest import LoopNest
-from ..measure import Measurement, MeasureRunner, Runner
+from ..measure import Measurement, MeasureRunner, Runner, machine_record
 from ..schedule import Schedule
 
 LEARNED = ("lamcts", "plalam")  # the strategies the target is about
@@ -261,7 +260,7 @@ def bench_strategies(
     t_start, load = time.time(), [os.getloadavg()]
     results: dict[str, Any] = {}
     runner: MeasureRunner = Runner()
-    machine = {"host": runner.host, "cores": os.cpu_count(), "target": runner.target, "python": platform.python_version()}
+    machine = machine_record(runner.host, runner.target)
     settings = {
         "size": size, "seeds": seeds, "evals": evals, "measurements": measurements, "hw_seeds": hw_seeds, "model": cost_model.name,
         "strategies": list(strategies), "repeats": repeats,
