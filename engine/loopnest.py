@@ -400,13 +400,13 @@ def _aff(e: E.Expr) -> _Aff | None:
 
 
 def _compose(t: _Aff, env: dict[str, _Aff]) -> _Aff:
-    """`t` with `env`'s indices substituted for its variables."""
+    """`t` with `env`'s indices substituted for its variables (a group of one)."""
     if t.kind == "var":
         return env[t.terms[0][0]]
     if t.kind == "const":
         return t
-    c = t.c + sum((pp - nn) * env[v].c for v, pp, nn in t.terms)
-    return _lincomb(c, ((env[v], pp, nn) for v, pp, nn in t.terms), frozenset().union(*(env[v].variables for v in t.variables)))
+    terms, vs, c, _ = _compose_group((t.terms, t.variables, t.c, t.c), env)
+    return _Aff("tree", c, terms, vs)
 
 
 def _compose_group(g: tuple, env: dict[str, _Aff]) -> tuple:
@@ -417,6 +417,15 @@ def _compose_group(g: tuple, env: dict[str, _Aff]) -> tuple:
     shift = sum((pp - nn) * env[v].c for v, pp, nn in terms)
     t = _lincomb(0, ((env[v], pp, nn) for v, pp, nn in terms), frozenset().union(*(env[v].variables for v in vs)))
     return t.terms, t.variables, lo + shift, hi + shift
+
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+def _closure_of(producers: Iterable[str], inlined: frozenset[str], closure: Callable[[str], frozenset[str]]) -> frozenset[str]:
+    """A stage's inline closure from its producers': each inlined producer with its own."""
+    parts = [closure(q) | {q} for q in producers if q in inlined]
+    return _EMPTY if not parts else parts[0].union(*parts[1:])
 
 
 def _index_form(r: _Aff) -> IndexForm:
@@ -495,11 +504,9 @@ class _Nest:
 
     def _closures(self) -> dict[str, frozenset[str]]:
         closure: dict[str, frozenset[str]] = {}
-        empty: frozenset[str] = frozenset()
         producers = self.c.producers
         for name in _topo(self.p):  # producers first
-            parts = [closure[q] | {q} for q in producers[name] if q in self.inlined]
-            closure[name] = empty if not parts else parts[0].union(*parts[1:])
+            closure[name] = _closure_of(producers[name], self.inlined, closure.__getitem__)
         return closure
 
     def _from_parent(self, q: _Nest, changed: list[str]) -> None:
@@ -624,11 +631,9 @@ class _Nest:
         heap = sorted({rank[x] for t in toggled for x in c.consumers[t]})
         queued = set(heap)
         changed: set[str] = set()
-        empty: frozenset[str] = frozenset()
         while heap:
             name = order[heapq.heappop(heap)]
-            parts = [closure[j] | {j} for j in c.producers[name] if j in inl]
-            new = empty if not parts else parts[0].union(*parts[1:])
+            new = _closure_of(c.producers[name], inl, closure.__getitem__)
             if new == closure[name]:
                 continue
             closure[name] = new
@@ -939,8 +944,7 @@ class _Nest:
 
             def clos(name: str) -> frozenset[str]:
                 if name not in memo:
-                    parts = [clos(q) | {q} for q in self.c.producers[name] if q in inl]
-                    memo[name] = frozenset().union(*parts)
+                    memo[name] = _closure_of(self.c.producers[name], inl, clos)
                 return memo[name]
 
         owner = self._owner(e)
