@@ -14,7 +14,7 @@ features (engine/costmodel/dataset.py) are recomputed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -301,18 +301,18 @@ def _loads_along(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, i
 
 def _count_loads(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, int]:
     # Per access (or class of accesses): its count, the variables of each index, and the
-    # coefficient of `dim` in the last index (asked only when that index alone uses `dim`).
-    items: Iterable[tuple[int, list[frozenset[str]], Callable[[], int | None]]]
+    # coefficient of `dim` in the last index (None when there is no index).
+    items: Iterable[tuple[int, list[frozenset[str]], int | None]]
     classes = nest.access_classes(s.name, s.update is not None)
     if classes is not None:  # the same counts, offsets of one access pattern together
         items = (
-            (n, [vs for _, vs in axes], lambda axes=axes: sum(pp - nn for v, pp, nn in axes[-1][0] if v == dim))
+            (n, [vs for _, vs in axes], sum(pp - nn for v, pp, nn in axes[-1][0] if v == dim) if axes else None)
             for (_, axes), n in classes.items()
         )
     else:
         body = s.update if s.update is not None else s.value
         items = (
-            (n, [ix.variables for ix in index], lambda index=index: index[-1].coefficient(dim))
+            (n, [ix.variables for ix in index], index[-1].coefficient(dim) if index else None)
             for (_, index), n in nest.effective_accesses(body).items()
         )
     dense = bcast = gather = 0
@@ -320,7 +320,7 @@ def _count_loads(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, i
         deps = [k for k, vs in enumerate(variables) if dim in vs]
         if not deps:
             bcast += n
-        elif deps == [len(variables) - 1] and coefficient() == 1:
+        elif deps == [len(variables) - 1] and coefficient == 1:
             dense += n
         else:
             gather += n
