@@ -64,6 +64,13 @@ class VectorTarget:
         registers left for a broadcast, loaded vectors and addresses)."""
         return max(4, self.registers - 4)
 
+    def block_fits(self, accumulators: int, loads: int) -> bool:
+        """Does a register block of `accumulators` vector accumulators that loads `loads`
+        vectors per step (and broadcasts one scalar) fit the registers with one to spare?
+        A 4 x 3 ymm conv block takes all 16 of AVX2's (12 + 3 + 1) and LLVM spilled one
+        accumulator every tap: 2.7-3.4x slower than 4 x 2 or 6 x 2 at 64->256 1x1, W=56."""
+        return accumulators <= self.accumulators and accumulators + loads + 2 <= self.registers
+
     @property
     def fma_chains(self) -> int:
         """Independent FMA chains a peak kernel can keep in registers (one register
@@ -287,8 +294,9 @@ def conv_blocking(
     that are useful. A block of ch x xv accumulators takes ch broadcasts of a weight and
     xv input vectors per tap for ch*xv FMAs, at most VectorTarget.accumulators of them;
     x is covered by blocks of xv vectors (the last shifted inwards, a short row rounded
-    up). AVX-512 at W=56: 4 x 4 zmm (the block measured best there); AVX2 at W=56:
-    4 x 3 ymm (measured ~15% faster than 2 x 4 and 6 x 2, ~20% than 1 x 7, on Zen 3).
+    up), and the block must fit the registers with its loads (VectorTarget.block_fits).
+    AVX-512 at W=56: 4 x 4 zmm (the block measured best there); AVX2 at W=56: 4 x 2 ymm
+    at 64 channels, 6 x 2 at 96 or 144 (4 x 3 spilled: the 1x1 convs ran 2-3x slower).
     `lanes`: the vector width when not the target's (narrower vectors that divide W);
     `max_xvecs`: at most this many vectors per block (blocks that must stay inside the row)."""
     return _blocking(c, w, vector_target(target), lanes, max_xvecs)[1:]
@@ -296,17 +304,20 @@ def conv_blocking(
 
 def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: int | None) -> tuple[float, int, int]:
     """(score, channels, x vectors) of conv_blocking; the score is FMAs per load times the
-    useful share of the lanes computed."""
+    useful share of the lanes and of the channels computed (a last channel block shifted
+    inwards recomputes some). Channels: powers of two and the divisors of c (6 x 2 ymm for
+    MobileNet's 96 or 144 channels: 12 accumulators + 2 loads + a broadcast)."""
     vw = lanes or fit(vt.lanes, w)
     nvec = ceil_div(w, vw)
     best: tuple[float, int, int] = (0.0, 1, 1)
-    ch = 1
-    while ch <= min(c, vt.accumulators):
-        for xv in range(1, min(nvec, max_xvecs or nvec, vt.accumulators // ch) + 1):
+    top = min(c, vt.accumulators)
+    for ch in sorted({1 << b for b in range(top.bit_length())} | {d for d in range(1, top + 1) if c % d == 0}):
+        for xv in range(1, min(nvec, max_xvecs or nvec) + 1):
+            if not vt.block_fits(ch * xv, xv):
+                break
             covered = nvec * vw if xv == nvec else ceil_div(w, xv * vw) * xv * vw
-            score = ch * xv / (ch + xv) * w / covered
+            score = ch * xv / (ch + xv) * (w / covered) * (c / (ceil_div(c, ch) * ch))
             best = max(best, (score, ch, xv))
-        ch *= 2
     return best
 
 
