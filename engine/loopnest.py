@@ -276,6 +276,8 @@ class _Caches:
         self.consumers = {s.name: tuple(c for c in p.consumers(s.name) if c in p.stage_map) for s in p.stages}
         self.dims = {s.name: tuple(d.name for d in s.dims) for s in p.stages}
         self.vars = {s.name: tuple(d.name for d in s.dims + s.rdom) for s in p.stages}
+        self.shape = {x.name: tuple(x.shape) for x in (*p.inputs, *p.stages)}
+        self.rdom = {s.name: tuple(r.extent for r in s.rdom) for s in p.stages}
         # Expressions the memos may key by identity: the stages' own (alive with the pipeline).
         self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
         self._skeleton: dict[int, tuple[E.Access, ...]] = {}
@@ -727,26 +729,27 @@ class _Nest:
         return out
 
     def _region_needed(self, producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
-        p, pl = self.p, self.pl
-        cs = p.stage(consumer)
-        inner = pl[consumer].loops[loop_idx + 1 :]  # loop_idx -1: all of one realization
-        full = {d.name: e for d, e in zip(cs.dims, pl[consumer].region or cs.shape)} | {r.name: r.extent for r in cs.rdom}
-        span = dict.fromkeys(full, 1)
-        for lp in inner:
+        p, pl, c = self.p, self.pl, self.c
+        cpl = pl[consumer]
+        names = c.vars[consumer]
+        full = (*(cpl.region or c.shape[consumer]), *c.rdom[consumer])  # per variable, as `names`
+        span = dict.fromkeys(names, 1)
+        for lp in cpl.loops[loop_idx + 1 :]:  # loop_idx -1: all of one realization
             for part in lp.parts:
                 span[part.dim] += (lp.extent - 1) * part.stride
-        shape = p.shape_of(producer)
-        ranges = tuple((0, min(span[k], full[k]) - 1) for k in self.c.vars[consumer])
+        shape = c.shape[producer]
+        ranges = tuple((0, min(span[k], f) - 1) for k, f in zip(names, full))
         boxes = [self.box(consumer, producer, ranges, shape)]
-        li = self.loop_index[consumer]
-        downstream = p.downstream(producer)
-        for d in self.at_of.get(consumer, ()):
-            if d not in downstream or li[pl[d].at[1]] < loop_idx:  # type: ignore[index]
-                continue
-            ds = p.stage(d)
-            ext = self.region_needed(d, consumer, loop_idx)
-            r = tuple((0, e - 1) for e in ext) + tuple((0, x.extent - 1) for x in ds.rdom)
-            boxes.append(self.box(d, producer, r, shape))
+        at_here = self.at_of.get(consumer, ())
+        if at_here:
+            li = self.loop_index[consumer]
+            downstream = p.downstream(producer)
+            for d in at_here:
+                if d not in downstream or li[pl[d].at[1]] < loop_idx:  # type: ignore[index]
+                    continue
+                ext = self.region_needed(d, consumer, loop_idx)
+                r = tuple((0, e - 1) for e in ext) + tuple((0, x - 1) for x in c.rdom[d])
+                boxes.append(self.box(d, producer, r, shape))
         boxes = [b for b in boxes if b]
         if not boxes:  # read only through stages placed elsewhere: assume all of it
             return shape
@@ -864,12 +867,14 @@ class _Nest:
         groups = self._groups(stage, source)
         if not groups:
             return _NONE
-        env = dict(zip(self.c.vars[stage], ranges))
+        names = self.c.vars[stage]
+        env = dict(zip(names, ranges))
+        partial = None in ranges or len(ranges) < len(names)  # a variable without a range: its axes are whole
         lo, hi = [], []
         for ax, n in zip(groups, shape):
             a, b = math.inf, -math.inf
             for terms, vs, cmin, cmax in ax:
-                if any(env.get(v) is None for v in vs):  # data-dependent: the whole axis
+                if partial and any(env.get(v) is None for v in vs):  # data-dependent: the whole axis
                     x, y = 0, n - 1
                 else:
                     x, y = cmin, cmax
