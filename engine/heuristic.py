@@ -143,12 +143,7 @@ class _Heuristic:
             if p.stage(first).op != "conv2d" or p.stage(first).shape != st.shape or a not in p.downstream(r):
                 continue
             between = (p.downstream(r) & _ancestors(p, a)) - {a}
-            if not between <= self.inline or not set(p.consumers(r)) <= between | {a}:
-                continue
-            if any(not set(p.consumers(g)) <= between | {a} for g in between):
-                continue
-            group = between | {a}
-            if all(_identity(x, p.stage(g).dims) for g in group for x in E.accesses(p.stage(g).value) if x.source in between | {r}):
+            if between <= self.inline and self._pointwise_into(r, a, between):
                 self.also.setdefault(a, []).append(r)
                 self.blocked[r] = a
                 return
@@ -158,9 +153,15 @@ class _Heuristic:
         group = between | {a}
         if any(p.stage(g).is_reduction or p.stage(g).shape != shape or g in self.anchor_of or g in self.inline for g in group):
             return False
-        if any(g in p.outputs or not set(p.consumers(g)) <= group for g in between) or not set(p.consumers(r)) <= group:
+        return not any(g in p.outputs for g in between) and self._pointwise_into(r, a, between)
+
+    def _pointwise_into(self, r: str, a: str, between: Set[str]) -> bool:
+        """Do all of `r`'s values go into `a` only through `between` (no other consumer of
+        `r` or of a stage between), each read at the point it is computed for? Then the
+        tile of `a` needs exactly the same tile of `r`."""
+        p, group = self.p, between | {a}
+        if not set(p.consumers(r)) <= group or any(not set(p.consumers(g)) <= group for g in between):
             return False
-        # The tile of the anchor must need exactly the same tile of the reduction.
         return all(_identity(x, p.stage(g).dims) for g in group for x in E.accesses(p.stage(g).value) if x.source in between | {r})
 
     # --- rule 2: inlining --------------------------------------------------------------
