@@ -45,13 +45,16 @@ def _verified_row(p: Any, ms: list[Measurement]) -> dict[str, Any]:
 
 
 ZERO = "greedy0"  # zero-measurement greedy's column
+ZERO_V = "greedy0_v"  # the earlier form (V alone, no capacity-traffic term, beam 3; search/reuse.py): with zero_baseline
 
 
-def _zero_one(p: Any, seed: int) -> tuple[dict[str, Any], Schedule]:
+def _zero_one(p: Any, seed: int, reuse: bool = True) -> tuple[dict[str, Any], Schedule]:
     from ..search.greedy import zero_measure_search  # noqa: PLC0415
+    from ..search.value_offline import BEAM, BEAM_V_ALONE  # noqa: PLC0415
 
-    z = zero_measure_search(p, seed)
-    _log(f"{p.name} {ZERO}: decided in {z.search_s:.2f} s by V alone (V predicted {z.value_ms:.3f} ms), 0 measurements")
+    z = zero_measure_search(p, seed, reuse=reuse, beam=BEAM if reuse else BEAM_V_ALONE)
+    label = ZERO if reuse else ZERO_V
+    _log(f"{p.name} {label}: decided in {z.search_s:.2f} s by V alone (V predicted {z.value_ms:.3f} ms), 0 measurements")
     return {"search_s": z.search_s, "model_s": z.search_s, "trials": 0, "value_predicted_ms": z.value_ms, "value": z.value_name}, z.schedule
 
 
@@ -83,13 +86,15 @@ def bench_search(
     min_time_s: float = 0.3,
     cluster: ClusterSpec | str = "local",
     zero_measure: bool = False,
+    zero_baseline: bool = False,
 ) -> dict[str, Any]:
     """`strategies` (default: every one) against Halide's autoschedulers on the zoo
     `pipelines` (default: all) at `size`: each search with `trials` measurements at most,
     cost model `model`, and `budget_s` wall seconds (None: Adams2019's search time plus
     `extra_s`); then `repeats` interleaved rounds of >= `min_time_s` seconds per result.
     `cluster` (engine/cluster): where everything is measured (one host kind: the "machine").
-    `zero_measure`: zero-measurement greedy beside them (see the module doc)."""
+    `zero_measure`: zero-measurement greedy beside them (see the module doc); `zero_baseline`:
+    also its V-alone form (no capacity-traffic term, column greedy0_v), for a same-run before/after."""
     from ..search import STRATEGIES, VARIANTS  # noqa: PLC0415
 
     names = list(pipelines) if pipelines is not None else zoo.names()
@@ -107,7 +112,7 @@ def bench_search(
         raise api.InputError(str(exc)) from None
     opts: dict[str, Any] = {"min_time_s": min_time_s, "timeout_s": 900.0, "profile": False}
     t_start = time.time()
-    cols = strats + ([ZERO] if zero_measure else [])
+    cols = strats + ([ZERO] if zero_measure else []) + ([ZERO_V] if zero_measure and zero_baseline else [])
     results: dict[str, Any] = {}
     runner: MeasureRunner = make_runner(cluster)
     try:
@@ -125,6 +130,9 @@ def bench_search(
             if zero_measure:
                 row[ZERO], zs = _zero_one(p, seed)
                 variants[ZERO] = (zs, None)
+                if zero_baseline:
+                    row[ZERO_V], zv = _zero_one(p, seed, reuse=False)
+                    variants[ZERO_V] = (zv, None)
             for s in strats:
                 row[s], best = _search_one(p, s, budget, trials, seed, model, runner)
                 if best is not None:

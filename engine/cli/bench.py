@@ -143,6 +143,7 @@ def _search_parser(bsub: Any) -> None:
         help=f"comma-separated subset (default: {','.join(sorted(STRATEGIES))}; none with --zero-measure); greedy_v: greedy seeded by V",
     )  # fmt: skip
     bp.add_argument("--zero-measure", action="store_true", help="also zero-measurement greedy (V alone, no measurement, then measured)")
+    bp.add_argument("--zero-baseline", action="store_true", help="with --zero-measure: also greedy0_v (V alone, no capacity term)")
     bp.add_argument("--size", choices=zoo.SIZES, default="full")
     bp.add_argument(
         "--budget-s", type=A.positive_seconds, default=None, help="wall budget per search (default: Adams2019's search time + --extra-s)"
@@ -166,6 +167,7 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
         pipelines=A.split(args.pipelines), strategies=A.split(args.strategies) if args.strategies else ([] if args.zero_measure else None),
         size=args.size, budget_s=args.budget_s, extra_s=args.extra_s, trials=args.trials, seed=args.seed, model=args.model,
         repeats=args.repeats, min_time_s=args.min_time, cluster=args.cluster, zero_measure=args.zero_measure,
+        zero_baseline=args.zero_baseline,
     )  # fmt: skip
 
 

@@ -131,17 +131,20 @@ def greedy_value_search(ctx: SearchContext) -> None:
     run_charged(ctx, body)
 
 
-def zero_measure(ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None, beam: int | None = None) -> Schedule:
+def zero_measure(
+    ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None, beam: int | None = None, reuse: bool = True
+) -> Schedule:
     """Decide every stage of `ctx.p` with the offline value function alone, from an empty
     schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` random options per stage
     besides the structured ones and a beam of `beam` states (defaults value_offline.K_GREEDY,
-    BEAM); measures nothing. The time is charged to ctx's model time."""
+    BEAM), scored by V plus the capacity-traffic term (search/reuse.py) unless `reuse` is
+    False; measures nothing. The time is charged to ctx's model time."""
     from .value_offline import BEAM, K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
 
     t = time.perf_counter()
     try:
         kk, bb = K_GREEDY if k is None else k, BEAM if beam is None else beam
-        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb)
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb, reuse=reuse)
     finally:
         ctx.charge_model_time(time.perf_counter() - t)
     s.name = "greedy (0 measurements)"
@@ -170,14 +173,16 @@ def zero_measure_search(
     value: OfflineValue | None = None,
     model: CostModel | None = None,
     measure_fn: Callable[..., Measurement] = _no_measurement,
+    reuse: bool = True,
+    beam: int | None = None,
 ) -> ZeroMeasureResult:
     """`zero_measure` in a context of its own with a budget of 0 measurements (its measure
-    function refuses to run)."""
+    function refuses to run); `reuse` False: V alone, without the capacity-traffic term."""
     from .value_offline import shipped_value  # noqa: PLC0415
 
     v = value or shipped_value()
     ctx = SearchContext(p, model or default_model(), measure_fn, Budget(trials=0, wall_s=wall_s), seed, strategy="greedy")
-    s = zero_measure(ctx, v)
+    s = zero_measure(ctx, v, beam=beam, reuse=reuse)
     return ZeroMeasureResult(s, ctx.elapsed(), float(math.exp(v.values(p, [s])[0])), v.name)
 
 

@@ -69,6 +69,7 @@ from ..loopnest import build
 from ..randpipe import random_pipeline
 from ..resources import COSTMODEL_DIR
 from ..schedule import Schedule, validate
+from .reuse import penalty_ms
 from .space import complete, order, seed_schedule, stage_options, with_decision
 from .space_templates import template_options
 
@@ -78,7 +79,11 @@ DECIDED, COST = F.N_FEATURES, F.N_FEATURES + 1
 VERSION = 1  # of the state encoding above (the stage features have their own, F.VERSION); value.json records both
 MASKED = -1e4  # log cost of an inlined stage (exp() of it is 0), as in the cost model
 K_GREEDY = 4  # random options per stage when V alone decides (zero-measurement greedy), besides the templates
-BEAM = 3  # states kept per step by zero-measurement greedy
+# States kept per step by zero-measurement greedy. 10 with the capacity-traffic term: at 3
+# (and 6) a blocked matmul's first decision (the output in 2-D tiles) fell out of the beam
+# before the product's decision could show its lower traffic (README, issue 15).
+BEAM = 10
+BEAM_V_ALONE = 3  # the earlier setting (V alone, no capacity term): the bench's greedy0_v
 
 
 # --- states --------------------------------------------------------------------------------
@@ -253,6 +258,7 @@ def value_greedy(
     check: Callable[[], None] | None = None,
     templates: bool = True,
     beam: int = 1,
+    reuse: bool = False,
 ) -> Schedule:
     """A complete schedule decided stage by stage from an empty one, by V alone: per stage
     `k` legal options (the sampler's) and, with `templates`, the structured ones
@@ -261,7 +267,9 @@ def value_greedy(
     kept at every step (each expanded, all children scored in one batch) and the best
     complete one wins: V is surest about complete schedules, and a decision that looked
     best early need not end best. No cost-model completion and no measurement. `visited`
-    collects each step's children; `check` runs between steps (a search's cancel)."""
+    collects each step's children; `check` runs between steps (a search's cancel). With
+    `reuse`, each state's score is V's predicted ms plus the capacity traffic of its decided
+    stages (search/reuse.py): V cannot see cache-capacity effects at sizes it was not trained on."""
     states = [Schedule(name="greedy")]
     for st in order(p):
         if check is not None:
@@ -281,6 +289,8 @@ def value_greedy(
             states = [kids[rng.randrange(len(kids))]]
             continue
         vals = value.values(p, kids)
+        if reuse:
+            vals = np.log(np.exp(vals) + np.array([penalty_ms(p, c, decided_only=True) for c in kids]))
         ranked = sorted(range(len(kids)), key=lambda i: (vals[i], i))  # ties: the first offered (deterministic)
         states, seen = [], set()
         for i in ranked:
