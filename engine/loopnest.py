@@ -738,7 +738,7 @@ class _Nest:
             for part in lp.parts:
                 span[part.dim] += (lp.extent - 1) * part.stride
         shape = c.shape[producer]
-        ranges = tuple((0, min(span[k], f) - 1) for k, f in zip(names, full))
+        ranges = tuple((0, (x if x < f else f) - 1) for x, f in zip(map(span.__getitem__, names), full))
         boxes = [self.box(consumer, producer, ranges, shape)]
         at_here = self.at_of.get(consumer, ())
         if at_here:
@@ -750,10 +750,12 @@ class _Nest:
                 ext = self.region_needed(d, consumer, loop_idx)
                 r = tuple((0, e - 1) for e in ext) + tuple((0, x - 1) for x in c.rdom[d])
                 boxes.append(self.box(d, producer, r, shape))
-        boxes = [b for b in boxes if b]
-        if not boxes:  # read only through stages placed elsewhere: assume all of it
+            boxes = [b for b in boxes if b]
+            if len(boxes) > 1:
+                return tuple(max(b[k][1] for b in boxes) - min(b[k][0] for b in boxes) + 1 for k in range(len(shape)))
+        if not boxes or not boxes[0]:  # read only through stages placed elsewhere: assume all of it
             return shape
-        return tuple(max(b[k][1] for b in boxes) - min(b[k][0] for b in boxes) + 1 for k in range(len(shape)))
+        return tuple(b - a + 1 for a, b in boxes[0])
 
     def box(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """`ir.access_box` of `stage` with inlined stages substituted, `ranges` per loop
@@ -762,7 +764,7 @@ class _Nest:
         if not h:
             return ()
         lo, hi = h
-        return tuple((int(max(0, a)), int(min(n - 1, b))) for a, b, n in zip(lo, hi, shape) if a != math.inf)
+        return tuple((int(a) if a > 0 else 0, int(b) if b < n - 1 else n - 1) for a, b, n in zip(lo, hi, shape) if a != math.inf)
 
     def _hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """(lowest, highest) index per axis over every access to `source` in `stage`'s

@@ -396,9 +396,10 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
 
 # --- arrays ------------------------------------------------------------------------------
 def _row(values: dict[str, float], index: dict[str, int], n: int) -> np.ndarray:
-    row = np.zeros(n, dtype=np.float64)
+    vals = [0.0] * n  # filled as a list: a numpy element store per feature costs more
     for k, v in values.items():
-        row[index[k]] = v
+        vals[index[k]] = v
+    row = np.array(vals, dtype=np.float64)
     row.flags.writeable = False  # rows are cached and shared
     return row
 
