@@ -138,9 +138,13 @@ class LoopNest:
     def effective_sources(self, stage: str) -> list[str]:
         """Inputs and non-inlined stages that `stage` reads once inlined stages are substituted,
         in the order of first use."""
-        s = self.pipeline.stage(stage)
-        seq = _dedupe(t for ex in s.exprs() for t in self.context.lin(ex).seq)
-        return [name for kind, name in seq if kind == "s"]
+        ctx = self.context
+        key = (stage, ctx.closure[stage])  # all they depend on (features and the analytic terms both ask)
+        hit = ctx.c.sources.get(key)
+        if hit is None:
+            seq = _dedupe(t for ex in self.pipeline.stage(stage).exprs() for t in ctx.lin(ex).seq)
+            hit = ctx.c.sources.put(key, tuple(name for kind, name in seq if kind == "s"))
+        return list(hit)
 
     def effective_flops(self, e: E.Expr) -> int:
         """`E.flops` of `e` (an expression of one of the pipeline's stages) with the inlined
@@ -261,6 +265,7 @@ class _Caches:
         self.forms: LRU[tuple, IndexForm] = LRU(EXPR_CACHE)  # (stage, index forms, closure) -> form of its value
         self.accesses: LRU[tuple, dict] = LRU(EXPR_CACHE)  # (expression, index forms, closure) -> access forms
         self.groups: LRU[tuple, tuple] = LRU(EXPR_CACHE)  # (stage, source, closure) -> per-axis index groups
+        self.sources: LRU[tuple, tuple[str, ...]] = LRU(EXPR_CACHE)  # (stage, closure) -> effective sources
         self.ids = itertools.count()
         self.names = tuple(s.name for s in p.stages)
         self.pos = {n: k for k, n in enumerate(self.names)}
