@@ -396,13 +396,10 @@ def conv_block(
     # 1024-2048 channels at 14x14 and 7x7), a channel block's weights are reused across
     # every row (channels outermost, parallel; each tile at the x block loop). Otherwise
     # each row is a parallel strip with all channels inside it (the input row reused).
-    taps = math.prod(d.extent for d in p.stage(conv).rdom[1:])
-    if c * taps > shape[-2] * w and c // cb > 1:
-        S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, xo, oy, co).vectorize(ox, vw).parallel(co)
-        at, strip = xo, co
-    else:
-        S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, co, xo, oy).vectorize(ox, vw).parallel(oy)
-        at, strip = co, xo
+    weights_first = _weights_first(p, conv, cb)
+    outer = (xo, oy, co) if weights_first else (co, xo, oy)
+    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, *outer).vectorize(ox, vw).parallel(outer[-1])
+    at, strip = (xo, co) if weights_first else (co, xo)
     for cv in (conv, *also):
         cc, cx = _dim(p, cv, -3), _dim(p, cv, -1)
         # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
@@ -421,6 +418,15 @@ def conv_block(
     return strip
 
 
+def _weights_first(p: Pipeline, conv: str, cb: int) -> bool:
+    """Do a conv's weights (channels x taps) outweigh its output plane, with more than one
+    block of `cb` channels? Then channel blocks go outermost (parallel), each block's
+    weights reused across every row."""
+    st = p.stage(conv)
+    c, h, w = st.shape[-3:]
+    return c * math.prod(d.extent for d in st.rdom[1:]) > h * w and c // cb > 1
+
+
 def conv_root_block(s: Schedule, p: Pipeline, conv: str, target: str | VectorTarget | None = None) -> str:
     """A conv `conv[n, c, y, x]` (+)= ... computed at root in its own buffer (no pointwise
     consumer to tile: MobileNetV2's projections feed the next block's conv, or an output):
@@ -434,14 +440,13 @@ def conv_root_block(s: Schedule, p: Pipeline, conv: str, target: str | VectorTar
     conv_block), else rows. Returns the parallel loop of the update."""
     vt = vector_target(target)
     st = p.stage(conv)
-    c, h, w = st.shape[-3:]
+    c, _, w = st.shape[-3:]
     cc, cy, cx = (_dim(p, conv, k) for k in (-3, -2, -1))
     cb, vw, xv = root_conv_blocking(c, w, vt)
     rvars = [d.name for d in st.rdom]
     S(s, conv).compute_root().vectorize(cx, vw)
     u = S(s, conv).update().split(cc, f"{cc}o", f"{cc}i", cb).split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", xv)
-    taps = math.prod(d.extent for d in st.rdom[1:])
-    outer = [cy, f"{cc}o"] if c * taps > h * w and c // cb > 1 else [f"{cc}o", cy]
+    outer = [cy, f"{cc}o"] if _weights_first(p, conv, cb) else [f"{cc}o", cy]
     u.reorder(f"{cx}_v", f"{cx}_u", f"{cc}i", *reversed(rvars), cx, *outer).vectorize(f"{cx}_v").unroll(f"{cx}_u").unroll(f"{cc}i")
     S(s, conv).parallel(cy)
     u.parallel(outer[-1])
