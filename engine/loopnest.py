@@ -281,7 +281,7 @@ class _Caches:
         self.consumers = {s.name: tuple(c for c in p.consumers(s.name) if c in p.stage_map) for s in p.stages}
         self.dims = {s.name: tuple(d.name for d in s.dims) for s in p.stages}
         self.vars = {s.name: tuple(d.name for d in s.dims + s.rdom) for s in p.stages}
-        self.shape = {x.name: tuple(x.shape) for x in (*p.inputs, *p.stages)}
+        self.shape = {i.name: tuple(i.shape) for i in p.inputs} | {s.name: s.shape for s in p.stages}
         self.rdom = {s.name: tuple(r.extent for r in s.rdom) for s in p.stages}
         # Expressions the memos may key by identity: the stages' own (alive with the pipeline).
         self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
