@@ -15,76 +15,92 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.spatial.distance import pdist
 
 from ..costmodel import CostModel, Prediction
 from ..costmodel import features as F
 from ..ir import Pipeline
-from ..loopnest import LoopNest, build
+from ..loopnest import LRU, LoopNest, build
 from ..schedule import Schedule
 
+CACHE_BYTES = 200 * 2**20  # feature vectors kept (a ResNet-50 vector is 40 KB, harris's 3 KB)
+CACHE_ENTRIES = 20_000  # and at most this many schedules
 
-def _vector(nest: LoopNest) -> np.ndarray:
+
+def features_of(nest: LoopNest) -> np.ndarray:
     """Per-stage features (stages in pipeline order, so one pipeline's vectors align; the
-    features are log-scaled, so extents and byte counts compare by ratio)."""
-    return F.stage_features(nest).astype(np.float64).ravel()
+    features are log-scaled, so extents and byte counts compare by ratio), float32 as
+    the features are."""
+    return F.stage_features(nest).ravel()
 
 
 class OnlineCorrected:
     """`base`'s predictions, corrected by this search's measurements (see module doc).
 
-    The base prediction and feature vector of each schedule are cached by schedule hash:
-    the search re-predicts everything after each measurement (the correction changed),
-    and that must not rebuild loop nests or re-run the base model."""
+    The base prediction and feature vector of each schedule are cached by schedule hash
+    (at most CACHE_ENTRIES or CACHE_BYTES of vectors, least recently used dropped): the search re-predicts everything
+    after each measurement (the correction changed), and that must not rebuild loop nests
+    or re-run the base model. Loop nests are not kept: a 10-minute search predicts
+    thousands of schedules, and holding each nest grew the process without bound."""
 
     def __init__(self, base: CostModel) -> None:
         self.base = base
         self.name = f"{base.name} + online correction"
-        self._vecs: list[np.ndarray] = []
+        self._measured = np.zeros((0, 0))  # one row per observed schedule's feature vector
+        self._sq = np.zeros(0)  # each row's squared norm
         self._resid: list[float] = []
         self._h2 = 1.0
-        self._cache: dict[str, tuple[Prediction, LoopNest]] = {}
-        self._vec_cache: dict[str, np.ndarray] = {}
+        self._cache: LRU[str, tuple[Prediction, np.ndarray]] = LRU(CACHE_ENTRIES)
+        self._sized = False
 
-    def _base(self, p: Pipeline, s: Schedule, nest: LoopNest | None) -> tuple[str, Prediction, LoopNest]:
+    def _keep(self, h: str, pr: Prediction, vec: np.ndarray) -> tuple[Prediction, np.ndarray]:
+        if not self._sized:  # one pipeline per model: every vector has this size
+            self._cache.maxsize = min(CACHE_ENTRIES, max(1_000, CACHE_BYTES // max(vec.nbytes, 1)))
+            self._sized = True
+        return self._cache.put(h, (pr, vec))
+
+    def _base(self, p: Pipeline, s: Schedule, nest: LoopNest | None) -> tuple[str, Prediction, np.ndarray]:
         h = s.content_hash()
-        if h not in self._cache:
+        hit = self._cache.get(h)
+        if hit is None:
             nest = nest or build(p, s)
-            self._cache[h] = (self.base.predict(p, s, nest), nest)
-        return (h, *self._cache[h])
-
-    def _vector(self, h: str, nest: LoopNest) -> np.ndarray:
-        if h not in self._vec_cache:
-            self._vec_cache[h] = _vector(nest)
-        return self._vec_cache[h]
+            hit = self._keep(h, self.base.predict(p, s, nest), features_of(nest))
+        return (h, *hit)
 
     def observe(self, p: Pipeline, s: Schedule, measured_ms: float) -> None:
-        h, pr, nest = self._base(p, s, None)
+        _, pr, vec = self._base(p, s, None)
         if pr.total_ms > 0 and measured_ms > 0 and math.isfinite(pr.total_ms):
-            self._vecs.append(self._vector(h, nest))
+            v = vec.astype(np.float64)
+            self._measured = np.vstack([self._measured, v[None]]) if len(self._resid) else v[None]
+            self._sq = np.append(self._sq, v @ v)
             self._resid.append(math.log(measured_ms / pr.total_ms))
-            if len(self._vecs) >= 2:  # bandwidth: the typical distance between measured schedules
-                v = np.stack(self._vecs)
-                pair = ((v[:, None, :] - v[None, :, :]) ** 2).mean(axis=2)
-                self._h2 = float(np.median(pair[np.triu_indices(len(v), 1)])) or 1.0
+            if len(self._resid) >= 2:  # bandwidth: the typical distance between measured schedules
+                # pdist, not an [n, n, features] difference array: that took 2 GB at 577 measurements.
+                self._h2 = float(np.median(pdist(self._measured, "sqeuclidean"))) / self._measured.shape[1] or 1.0
 
-    def _correction(self, h: str, nest: LoopNest) -> float:
+    def _correction(self, vec32: np.ndarray) -> float:
         if not self._resid:
             return 0.0
+        vec = vec32.astype(np.float64)
         r = np.asarray(self._resid)
         mean = float(r.mean())
         if len(r) < 2:
             return mean
-        d2 = ((np.stack(self._vecs) - self._vector(h, nest)) ** 2).mean(axis=1)
+        # Mean squared distance to each measured vector, by norms and one product (no [n, features] temporary).
+        d2 = np.maximum(self._sq - 2.0 * (self._measured @ vec) + vec @ vec, 0.0) / len(vec)
         w = np.exp(-d2 / self._h2)
         return mean + float((w * (r - mean)).sum() / (w.sum() + 1.0))  # +1: shrink toward the mean far from any measurement
 
+    def cached(self) -> list[tuple[Prediction, np.ndarray]]:
+        """The (base prediction, feature vector) pairs kept, least recently used first."""
+        return self._cache.values()
+
     def correction(self, p: Pipeline, s: Schedule) -> float:
         """The log-ratio added to the base model's log prediction of (p, s)."""
-        h, _, nest = self._base(p, s, None)
-        return self._correction(h, nest)
+        return self._correction(self._base(p, s, None)[2])
 
     def predict(self, p: Pipeline, s: Schedule, nest: LoopNest | None = None) -> Prediction:
-        return self._corrected(*self._base(p, s, nest))
+        return self._corrected(*self._base(p, s, nest)[1:])
 
     def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
         """`predict` of each schedule, with one `predict_many` of the base model for the ones
@@ -93,17 +109,23 @@ class OnlineCorrected:
             raise ValueError(f"{len(nests)} loop nests for {len(schedules)} schedules of {p.name}")
         given = nests or [None] * len(schedules)
         hashes = [s.content_hash() for s in schedules]
+        got: dict[str, tuple[Prediction, np.ndarray]] = {}
         miss: dict[str, tuple[Schedule, LoopNest]] = {}  # hash -> (schedule, nest), first occurrence
         for h, s, n in zip(hashes, schedules, given):
-            if h not in self._cache and h not in miss:
+            if h in got or h in miss:
+                continue
+            hit = self._cache.get(h)
+            if hit is None:
                 miss[h] = (s, n or build(p, s))
+            else:
+                got[h] = hit
         if miss:
             todo = list(miss.values())
             preds = self.base.predict_many(p, [s for s, _ in todo], [n for _, n in todo])
             for h, (_, n), pr in zip(miss, todo, preds, strict=True):
-                self._cache[h] = (pr, n)
-        return [self._corrected(h, *self._cache[h]) for h in hashes]
+                got[h] = self._keep(h, pr, features_of(n))
+        return [self._corrected(*got[h]) for h in hashes]
 
-    def _corrected(self, h: str, pr: Prediction, nest: LoopNest) -> Prediction:
-        f = math.exp(self._correction(h, nest))
+    def _corrected(self, pr: Prediction, vec: np.ndarray) -> Prediction:
+        f = math.exp(self._correction(vec))
         return Prediction(self.name, pr.total_ms * f, {k: v * f for k, v in pr.stages.items()})
