@@ -1,5 +1,7 @@
 """The capacity-traffic term of zero-measurement greedy (engine/search/reuse.py)."""
 
+import pytest
+
 from engine import zoo
 from engine.heuristic import heuristic_schedule
 from engine.schedule import Schedule
@@ -23,3 +25,15 @@ def test_a_pipeline_that_fits_in_cache_has_no_capacity_traffic():
 def test_only_the_decided_stages_count_for_a_partial_schedule():
     p = zoo.get("matmul", "full")
     assert reuse.excess_bytes(p, Schedule(name="empty"), decided_only=True) == 0.0
+
+
+@pytest.mark.slow  # two greedy descents of V over a 1024^3 matmul: ~11 s under the session's load
+def test_zero_measurement_greedy_with_the_term_chooses_less_capacity_traffic():
+    import random
+
+    from engine.search.value_offline import BEAM, BEAM_V_ALONE, shipped_value, value_greedy
+
+    p, v = zoo.get("matmul", "full"), shipped_value()
+    alone = value_greedy(p, v, random.Random(0), 4, beam=BEAM_V_ALONE, reuse=False)
+    scored = value_greedy(p, v, random.Random(0), 4, beam=BEAM, reuse=True)
+    assert reuse.excess_bytes(p, scored) < reuse.excess_bytes(p, alone) / 4
