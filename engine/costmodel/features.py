@@ -415,14 +415,28 @@ class _Cache:
     stage recomputes the rows that depend on it and reuses the others."""
 
     def __init__(self, p: Pipeline) -> None:
-        self.algorithm = {s.name: algorithm_features(p, s) for s in p.stages}
+        self._algorithm: dict[str, dict[str, float]] = {}
+        self._patterns: dict[tuple[str, str], dict[str, int]] | None = None
         self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
         self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
         self.loads: LRU[tuple, tuple[int, int, int]] = LRU(ROW_CACHE)
         pos = {s.name: k for k, s in enumerate(p.stages)}
         self.edges = [(prod, s.name) for s in p.stages for prod in s.sources() if prod in p.stage_map]
         self.edge_index = np.array([(pos[a], pos[b]) for a, b in self.edges], dtype=np.int64).T.reshape(2, -1)
-        self.patterns = {(prod, s): access_patterns(p.stage(s), prod) for prod, s in self.edges}
+
+    # (The pipeline is passed, not kept: the cache hangs on it.)
+    def algorithm(self, p: Pipeline, name: str) -> dict[str, float]:
+        """Stage `name`'s algorithm features, made on first use (a model may read few stages' rows)."""
+        f = self._algorithm.get(name)
+        if f is None:
+            f = self._algorithm[name] = algorithm_features(p, p.stage(name))
+        return f
+
+    def patterns(self, p: Pipeline) -> dict[tuple[str, str], dict[str, int]]:
+        """Per edge, the consumer's access patterns to the producer (made when a model that reads edges first asks)."""
+        if self._patterns is None:
+            self._patterns = {(prod, s): access_patterns(p.stage(s), prod) for prod, s in self.edges}
+        return self._patterns
 
 
 def _cache(p: Pipeline) -> _Cache:
@@ -448,7 +462,8 @@ def _raw_row(nest: LoopNest, name: str, cache: _Cache, key: tuple) -> np.ndarray
     """Stage `name`'s row before the log scaling (cached by its `row_key`, `key`)."""
     row = cache.rows.get(key)
     if row is None:
-        values = cache.algorithm[name] | schedule_features(nest, name) | {"analytic_ns": _ONE_CORE.stage_ms_of(nest, name) * 1e6}
+        analytic = {"analytic_ns": _ONE_CORE.stage_ms_of(nest, name) * 1e6}
+        values = cache.algorithm(nest.pipeline, name) | schedule_features(nest, name) | analytic
         row = cache.rows.put(key, _row(values, INDEX, N_FEATURES))
     return row
 
@@ -510,7 +525,7 @@ def edge_index_and_features(nest: LoopNest, log: bool = True) -> tuple[np.ndarra
             key += (nest.stage_key(cons),)
         row = cache.edge_rows.get(key)
         if row is None:
-            row = cache.edge_rows.put(key, _edge_row(nest, prod, cons, cache.patterns[(prod, cons)]))
+            row = cache.edge_rows.put(key, _edge_row(nest, prod, cons, cache.patterns(nest.pipeline)[(prod, cons)]))
         rows.append(row)
     ef = np.stack(rows) if rows else np.zeros((0, N_EDGE_FEATURES))
     if log and len(rows):
