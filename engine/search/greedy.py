@@ -26,9 +26,9 @@ Model time (everything but measuring) is bounded by a deterministic budget of ev
 completions, which keeps a 13-stage pipeline's search under about 10 s, and by MODEL_CAP_S.
 
 Zero-measurement greedy (`zero_measure`, the CLI's `search P --strategy greedy --measure 0`)
-is the paper's setting: the offline-trained value function (value_offline.py) alone takes
-every decision from an empty schedule (no heuristic seed, no cost-model completion, no
-measurement), in seconds. `greedy_value_search` is the measuring search above started from
+is the paper's setting: the offline-trained value function (value_offline.py), plus the
+capacity-traffic term V cannot see (reuse.py), takes every decision from an empty schedule
+(no heuristic seed, no cost-model completion, no measurement), in seconds. `greedy_value_search` is the measuring search above started from
 that schedule instead of the heuristic's.
 """
 
