@@ -101,20 +101,19 @@ def stage_excess_bytes(nest: LoopNest, stage: str) -> float:
     total_fp = _footprint(nest, stage, sources, whole)
     if total_fp <= CACHE_BYTES:
         return 0.0
-    fits = None
-    for i, (_, one, _) in enumerate(levels):
-        if _footprint(nest, stage, sources, one) <= CACHE_BYTES:
-            fits = i
+    one_fp: list[float] = []  # one iteration's footprint per level, outermost first, down to the first that fits
+    for _, one, _ in levels:
+        one_fp.append(_footprint(nest, stage, sources, one))
+        if one_fp[-1] <= CACHE_BYTES:
             break
-    if fits is None:
-        fits = len(levels) - 1
-    trips, one, two = levels[fits]
-    f1 = _footprint(nest, stage, sources, one)
+    fits = len(one_fp) - 1
+    trips, _, two = levels[fits]
+    f1 = one_fp[fits]
     f2 = _footprint(nest, stage, sources, two)
     # At least the parent's one-iteration footprint per parent iteration: it does not fit, so
     # none of it survives to the next (what the sliding estimate misses when consecutive
     # iterations share cache lines, e.g. a column walk).
-    f_parent = _footprint(nest, stage, sources, levels[fits - 1][1]) if fits > 0 else total_fp
+    f_parent = one_fp[fits - 1] if fits > 0 else total_fp
     per_parent = max(f1 + (trips - 1) * max(0.0, f2 - f1), f_parent)
     parents = outer_reps * math.prod(t for t, _, _ in levels[:fits])
     moved = parents * per_parent
