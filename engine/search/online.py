@@ -51,12 +51,10 @@ class OnlineCorrected:
         self._resid: list[float] = []
         self._h2 = 1.0
         self._cache: LRU[str, tuple[Prediction, np.ndarray]] = LRU(CACHE_ENTRIES)
-        self._sized = False
 
     def _keep(self, h: str, pr: Prediction, vec: np.ndarray) -> tuple[Prediction, np.ndarray]:
-        if not self._sized:  # one pipeline per model: every vector has this size
+        if not len(self._cache):  # the first entry (one pipeline per model: every vector has its size)
             self._cache.maxsize = min(CACHE_ENTRIES, max(1_000, CACHE_BYTES // max(vec.nbytes, 1)))
-            self._sized = True
         return self._cache.put(h, (pr, vec))
 
     def _base(self, p: Pipeline, s: Schedule, nest: LoopNest | None) -> tuple[str, Prediction, np.ndarray]:
