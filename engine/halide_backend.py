@@ -19,7 +19,7 @@ import numpy as np
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, Stage
-from .schedule import COMPUTE_KINDS, PLACEMENT_KINDS, Directive, Kind, Schedule, ScheduleError, validate
+from .schedule import COMPUTE_KINDS, PLACEMENT_KINDS, Directive, Kind, Schedule, ScheduleError, Wrapper, validate, wrapper_initial_loops
 
 AUTOSCHEDULERS = {
     "Adams2019": "libautoschedule_adams2019.so",
@@ -196,6 +196,34 @@ def apply_schedule(low: Lowered, sched: Schedule) -> None:
                     getattr(f, d.kind)()
             except hl.HalideError as exc:
                 raise ScheduleError(s.name, _halide_message(exc), d, k) from None
+    for _, w in sorted(sched.wrappers.items()):
+        low.extra.setdefault("wrappers", {})[w.name] = _apply_wrapper(low, w, var_maps)
+
+
+def _apply_wrapper(low: Lowered, w: Wrapper, var_maps: dict[tuple[str, bool], dict[str, Any]]) -> hl.Func:
+    """`source.in_(consumer)`, scheduled by the wrapper's directives (compute_root when none
+    places it: Halide's default for a wrapper is inline, no copy at all)."""
+    p = low.pipeline
+    src = low.funcs.get(w.source) or low.params[w.source]
+    f = src.in_(low.funcs[w.consumer])
+    args = f.args()  # innermost first; the wrapper's dims are outermost first
+    loops = wrapper_initial_loops(p, w)
+    vars_: dict[str, Any] = {lp.name: args[len(loops) - 1 - k] for k, lp in enumerate(loops)}
+    if not any(d.kind in COMPUTE_KINDS for d in w.pure):
+        f.compute_root()
+    for k, d in enumerate(w.pure):
+        try:
+            if d.kind == Kind.COMPUTE_AT:
+                c = L.need(d.consumer)
+                f.compute_at(low.funcs[c], var_maps[(c, p.stage(c).is_reduction)][L.need(d.loop)])
+            elif d.kind in PLACEMENT_KINDS:
+                getattr(f, d.kind)()
+            else:
+                _halide_directive(f, d, vars_, loops)
+                loops = L.apply(loops, d)
+        except hl.HalideError as exc:
+            raise ScheduleError(w.label, _halide_message(exc), d, k) from None
+    return f
 
 
 def _apply_loops(low: Lowered, s: Stage, directives: tuple[Directive, ...], update: bool) -> dict[str, Any]:

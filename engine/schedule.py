@@ -13,13 +13,15 @@ instead of copied. JSON is only the boundary (`from_json` / `to_json`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from . import expr as E
 from . import loops as L
-from .ir import Pipeline, canonical_hash
+from .ir import Dim, Pipeline, canonical_hash
 
 FORMAT_VERSION = 1
 
@@ -304,22 +306,79 @@ class StageSchedule:
 
 
 _NOTHING = StageSchedule()
+WRAPPER_KINDS = (Kind.COMPUTE_ROOT, Kind.COMPUTE_AT, *LOOP_KINDS)  # what a wrapper's own schedule may hold
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A wrapper stage: Halide's `source.in(consumer)`, a copy of input or stage `source`
+    that `consumer` reads instead, scheduled on its own (`pure`: compute_root or compute_at,
+    and loop directives; no placement given: computed at root). Computed at a tile loop of
+    the consumer, it is a packed, tile-local buffer (a GEMM's packed panel of B); it never
+    changes a value. Its loops are named as `consumer` indexes `source` when that access
+    is plain distinct variables (prod's `B[k, j]`: loops k, j), else after the source's own
+    dims (a stage) or d0, d1, ... (an input); outermost first, as a stage's dims are."""
+
+    source: str
+    consumer: str
+    pure: tuple[Directive, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pure, tuple):
+            object.__setattr__(self, "pure", tuple(self.pure))
+
+    @property
+    def name(self) -> str:
+        """The wrapper's name as Halide's Python bindings call it (`B.in_(prod)`), in errors and sources."""
+        return f"{self.source}_in_{self.consumer}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}.in({self.consumer})"
+
+    def compute(self) -> Directive:
+        found = [d for d in self.pure if d.kind in COMPUTE_KINDS]
+        return found[-1] if found else COMPUTE_ROOT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "consumer": self.consumer, "pure": [d.to_json() for d in self.pure]}
+
+    @staticmethod
+    def from_json(obj: Any) -> Wrapper:
+        """A wrapper from JSON; ScheduleError names it (or its consumer) and the directive at fault."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("source"), str) or not isinstance(obj.get("consumer"), str):
+            raise ScheduleError("?", "a wrapper is an object with a 'source' and a 'consumer' (stage or input names)")
+        label = f"{obj['source']}.in({obj['consumer']})"
+        extra = sorted(set(obj) - {"source", "consumer", "pure"})
+        if extra:
+            raise ScheduleError(label, f"unexpected key(s) {', '.join(map(repr, extra))}: a wrapper has 'source', 'consumer' and 'pure'")
+        if not isinstance(obj.get("pure", []), list):
+            raise ScheduleError(label, "'pure' must be a list of directives")
+        out = []
+        for k, x in enumerate(obj.get("pure", [])):
+            try:
+                out.append(Directive.from_json(x))
+            except L.LoopError as exc:
+                raise ScheduleError(label, str(exc), x, k) from None
+        return Wrapper(obj["source"], obj["consumer"], tuple(out))
 
 
 @dataclass
 class Schedule:
-    """Stage name -> its StageSchedule. The values are immutable: an edit puts a new one
-    in place (`stages[name] = ...`, `with_stage`), and `copy` shares them."""
+    """Stage name -> its StageSchedule, and the wrapper stages (`Wrapper`, by name; kept out
+    of `stages`, whose keys are the pipeline's stages). The values are immutable: an edit
+    puts a new one in place (`stages[name] = ...`, `with_stage`), and `copy` shares them."""
 
     stages: dict[str, StageSchedule] = field(default_factory=dict)
     name: str = ""
+    wrappers: dict[str, Wrapper] = field(default_factory=dict)
 
     def of(self, stage: str) -> StageSchedule:
         return self.stages.get(stage) or _NOTHING
 
     def copy(self, name: str | None = None) -> Schedule:
         """An independent copy (the stage schedules are immutable, so they are shared)."""
-        return Schedule(dict(self.stages), self.name if name is None else name)
+        return Schedule(dict(self.stages), self.name if name is None else name, dict(self.wrappers))
 
     def with_stage(self, stage: str, ss: StageSchedule) -> Schedule:
         """A copy with stage `stage` scheduled as `ss`."""
@@ -327,12 +386,21 @@ class Schedule:
         out.stages[stage] = ss
         return out
 
+    def with_wrapper(self, w: Wrapper) -> Schedule:
+        """A copy with wrapper `w` added (or replacing the one of the same source and consumer)."""
+        out = self.copy()
+        out.wrappers[w.name] = w
+        return out
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT_VERSION,
             "name": self.name,
             "stages": {k: v.to_json() for k, v in sorted(self.stages.items()) if v.pure or v.update},
         }
+        if self.wrappers:  # absent otherwise: a schedule without wrappers keeps its JSON and hash
+            out["wrappers"] = [w.to_json() for _, w in sorted(self.wrappers.items())]
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
@@ -351,7 +419,15 @@ class Schedule:
         if d.get("format", FORMAT_VERSION) != FORMAT_VERSION:
             raise ScheduleError("?", f"unsupported schedule format {d.get('format')!r}")
         stages = {name: StageSchedule.from_json(name, sd) for name, sd in d["stages"].items()}
-        return Schedule(stages, str(d.get("name", "")))
+        if not isinstance(d.get("wrappers", []), list):
+            raise ScheduleError("?", "'wrappers' must be a list of wrapper objects")
+        wrappers: dict[str, Wrapper] = {}
+        for obj in d.get("wrappers", []):
+            w = Wrapper.from_json(obj)
+            if w.name in wrappers:
+                raise ScheduleError(w.consumer, f"wraps {w.source!r} twice: one wrapper per source and consumer")
+            wrappers[w.name] = w
+        return Schedule(stages, str(d.get("name", "")), wrappers)
 
     @staticmethod
     def loads(text: str) -> Schedule:
@@ -375,16 +451,25 @@ class S:
     def update(self) -> S:
         return S(self.sched, self.stage, True)
 
+    def wrap(self, source: str) -> W:
+        """The builder of a wrapper of `source` that this stage reads instead (`source.in(stage)`)."""
+        return W(self.sched, source, self.stage)
+
+    def _current(self) -> tuple[Directive, ...]:
+        return self.sched.of(self.stage).definition(self.is_update)
+
+    def _put(self, directives: tuple[Directive, ...]) -> None:
+        self.sched.stages[self.stage] = self.sched.of(self.stage).with_definition(self.is_update, directives)
+
     def _add(self, kind: Kind, **args: Any) -> S:
         given = {k: v for k, v in args.items() if v is not None}
-        ss = self.sched.of(self.stage)
-        current = ss.definition(self.is_update)
+        current = self._current()
         try:
             d = Directive(kind, **given)
             check_in_definition(d, self.is_update)
         except L.LoopError as exc:
             raise ScheduleError(self.stage, str(exc), {"kind": kind.value, **given}, len(current), self.is_update) from None
-        self.sched.stages[self.stage] = ss.with_definition(self.is_update, (*current, d))
+        self._put((*current, d))
         return self
 
     def compute_inline(self) -> S:
@@ -422,6 +507,28 @@ class S:
 
     def unroll(self, loop: str, factor: int | None = None) -> S:
         return self._add(Kind.UNROLL, loop=loop, factor=factor)
+
+
+class W(S):
+    """`S` for a wrapper: `S(sched, 'prod').wrap('B').compute_at('prod', 'ko').vectorize('j', 16)`
+    adds the wrapper `B.in(prod)` to `sched` (once) and appends to its directives."""
+
+    def __init__(self, sched: Schedule, source: str, consumer: str) -> None:
+        self.sched, self.stage, self.is_update = sched, f"{source}.in({consumer})", False
+        self.key = Wrapper(source, consumer).name
+        sched.wrappers.setdefault(self.key, Wrapper(source, consumer))
+
+    def _current(self) -> tuple[Directive, ...]:
+        return self.sched.wrappers[self.key].pure
+
+    def _put(self, directives: tuple[Directive, ...]) -> None:
+        self.sched.wrappers[self.key] = replace(self.sched.wrappers[self.key], pure=directives)
+
+    def update(self) -> S:
+        raise ScheduleError(self.stage, "a wrapper is a copy: it has no update definition")
+
+    def wrap(self, source: str) -> W:
+        raise ScheduleError(self.stage, "a wrapper reads only its source: wrap the source for the stage that reads it")
 
 
 def default_schedule(p: Pipeline) -> Schedule:
@@ -585,7 +692,85 @@ def final_loops(p: Pipeline, sched: Schedule, stage: str) -> list[L.Loop]:
 
 
 def validate(p: Pipeline, sched: Schedule) -> None:
-    """Raise ScheduleError for anything wrong that can be seen without Halide.
+    """Raise ScheduleError for anything wrong that can be seen without Halide: the stages'
+    directives (`validate_stages`), then the wrappers' (`validate_wrappers`)."""
+    validate_stages(p, sched)
+    if sched.wrappers:
+        validate_wrappers(p, sched)
+
+
+def wrapper_dims(p: Pipeline, w: Wrapper) -> tuple[Dim, ...]:
+    """The wrapper's dims, outermost first: the source's extents, named as the consumer's
+    accesses index the source when they all do so alike with distinct plain variables,
+    else after the source's dims (a stage) or d0, d1, ... (an input)."""
+    shape = p.shape_of(w.source)
+    indices = {a.index for ex in p.stage(w.consumer).exprs() for a in E.accesses(ex) if a.source == w.source}
+    if len(indices) == 1:
+        (index,) = indices
+        names = [ix.name for ix in index if isinstance(ix, E.Var)]
+        if len(names) == len(shape) and len(set(names)) == len(names):
+            return tuple(Dim(n, e) for n, e in zip(names, shape))
+    if w.source in p.stage_map:
+        return p.stage(w.source).dims
+    return tuple(Dim(f"d{k}", e) for k, e in enumerate(shape))
+
+
+def wrapper_initial_loops(p: Pipeline, w: Wrapper) -> list[L.Loop]:
+    """The wrapper's loops before its directives: its dims, outer -> inner."""
+    return [L.Loop(d.name, d.extent, parts=(L.Part(d.name, 1, d.extent),)) for d in wrapper_dims(p, w)]
+
+
+def wrapper_loops(p: Pipeline, w: Wrapper) -> list[L.Loop]:
+    """The wrapper's loops after its directives (raises ScheduleError naming the directive)."""
+    loops = wrapper_initial_loops(p, w)
+    for k, d in enumerate(w.pure):
+        try:
+            check_in_definition(d, False)
+            if d.kind not in WRAPPER_KINDS:
+                raise L.LoopError(f"a wrapper is computed at root or at a loop of a stage: {d.kind} does not apply to it")
+            loops = L.apply(loops, d)
+        except L.LoopError as exc:
+            raise ScheduleError(w.label, str(exc), d if isinstance(d, Directive) else {"kind": repr(d)}, k) from None
+    return loops
+
+
+def validate_wrappers(p: Pipeline, sched: Schedule) -> None:
+    """Each wrapper's source is read directly by its consumer (Halide redirects only the
+    consumer's own calls), the consumer has loops (is not inlined), its directives apply
+    to its loops, and a compute_at is at a loop of its consumer or of a stage the consumer
+    is computed inside (so the copy is made where the consumer reads it)."""
+    for key, w in sched.wrappers.items():
+        if not isinstance(w, Wrapper) or key != w.name:
+            raise ScheduleError(str(key), "Schedule.wrappers maps a wrapper's name (source_in_consumer) to its Wrapper")
+        if w.consumer not in p.stage_map:
+            raise ScheduleError(w.label, f"no such stage {w.consumer!r} in pipeline {p.name!r} to read the wrapper")
+        if w.source not in p.stage_map and w.source not in p.input_map:
+            raise ScheduleError(w.label, f"no stage or input {w.source!r} in pipeline {p.name!r} to wrap")
+        reads = p.stage(w.consumer).sources()
+        if w.source not in reads:
+            read = ", ".join(sorted(reads)) or "nothing"
+            raise ScheduleError(w.consumer, f"wrapper {w.label}: {w.consumer!r} does not read {w.source!r} (it reads {read})")
+        if sched.of(w.consumer).compute().kind == Kind.COMPUTE_INLINE:
+            raise ScheduleError(w.label, f"{w.consumer!r} is inlined, so its reads happen in its consumers: wrap {w.source!r} for them")
+        wrapper_loops(p, w)
+        for k, d in enumerate(w.pure):
+            if d.kind != Kind.COMPUTE_AT:
+                continue
+            at, loop = L.need(d.consumer), L.need(d.loop)
+            if at not in p.stage_map:
+                raise ScheduleError(w.label, f"no such stage {at!r}", d, k)
+            if sched.of(at).compute().kind == Kind.COMPUTE_INLINE:
+                raise ScheduleError(w.label, f"{at!r} is inlined, so it has no loops to compute at", d, k)
+            names = [lp.name for lp in final_loops(p, sched, at)]
+            if loop not in names:
+                raise ScheduleError(w.label, f"{at!r} has no loop {loop!r} (its loops: {', '.join(names)})", d, k)
+            if at != w.consumer and not _computed_inside(p, sched, w.consumer, at, loop):
+                msg = f"{w.consumer!r} reads the wrapper but is not computed inside {at}.{loop}: compute it at a loop of {w.consumer}"
+                raise ScheduleError(w.label, msg, d, k)
+
+
+def validate_stages(p: Pipeline, sched: Schedule) -> None:
+    """The stages' directives (the wrappers are `validate_wrappers`').
 
     Incremental: what passed is remembered per pipeline (capped), a whole schedule by its
     stage schedules and each stage by exactly what its checks read (`_validity_key`), so a
@@ -854,12 +1039,36 @@ def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
                 calls.append(_call_source(d, new_vars, rvar, py))
                 loops = L.apply(loops, d)
             body.append(head + "".join(f".{c}" for c in calls) + ("" if py else ";"))
+    for _, w in sorted(sched.wrappers.items()):
+        body += _wrapper_source(p, w, new_vars, py)
     for v, is_r in sorted(new_vars.items()):
         if py:
             lines.append(f'{v} = hl.{"RVar" if is_r else "Var"}("{v}")')
         else:
             lines.append(f'{"RVar" if is_r else "Var"} {v}("{v}");')
     return "\n".join(lines + body) + "\n"
+
+
+def _wrapper_source(p: Pipeline, w: Wrapper, new_vars: dict[str, bool], py: bool) -> list[str]:
+    """`Func B_in_prod = B.in(prod);` and its scheduling calls. The wrapper's own loops are
+    its Func's args (Halide's `_0, _1` for an input's), written as `B_in_prod.args()[n]`
+    (innermost first) so that they never clash with the algorithm's Vars of the same name."""
+    dims = [d.name for d in wrapper_dims(p, w)]
+    arg = {n: f"{w.name}.args()[{len(dims) - 1 - k}]" for k, n in enumerate(dims)}
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, dims)) + r")\b")
+    out = [f"{w.name} = {w.source}.in_({w.consumer})" if py else f"Func {w.name} = {w.source}.in({w.consumer});"]
+    calls = []
+    mine: dict[str, bool] = {}
+    for d in w.pure:
+        call = _call_source(d, mine, False, py)
+        calls.append(call if d.kind in PLACEMENT_KINDS else pattern.sub(lambda m: arg[m.group(1)], call))
+    if not any(d.kind in COMPUTE_KINDS for d in w.pure):
+        calls.insert(0, "compute_root()")  # the engine's default placement (Halide's is inline: no copy)
+    for v in mine:
+        if v not in arg:
+            new_vars.setdefault(v, False)
+    out.append(w.name + "".join(f".{c}" for c in calls) + ("" if py else ";"))
+    return out
 
 
 def _call_source(d: Directive, new_vars: dict[str, bool], rvar: bool, py: bool) -> str:
