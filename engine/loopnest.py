@@ -261,6 +261,8 @@ class _Caches:
     def __init__(self, p: Pipeline) -> None:
         self.placements: LRU[tuple, tuple] = LRU(PLACEMENT_CACHE)  # context -> (id, fields)
         self.hulls: LRU[tuple, tuple] = LRU(REGION_CACHE)  # (stage, source, ranges, closure) -> (lo, hi)
+        self.boxes: LRU[tuple, tuple] = LRU(REGION_CACHE)  # (stage, source, ranges, closure) -> clipped box
+        self.ranges: LRU[tuple, tuple] = LRU(REGION_CACHE)  # (placement id, loop index) -> its variables' ranges
         self.lin: LRU[tuple, _Lin] = LRU(EXPR_CACHE)  # (expression, closure) -> summary
         self.forms: LRU[tuple, IndexForm] = LRU(EXPR_CACHE)  # (stage, index forms, closure) -> form of its value
         self.accesses: LRU[tuple, dict] = LRU(EXPR_CACHE)  # (expression, index forms, closure) -> access forms
@@ -735,15 +737,16 @@ class _Nest:
 
     def _region_needed(self, producer: str, consumer: str, loop_idx: int) -> tuple[int, ...]:
         p, pl, c = self.p, self.pl, self.c
-        cpl = pl[consumer]
-        names = c.vars[consumer]
-        full = (*(cpl.region or c.shape[consumer]), *c.rdom[consumer])  # per variable, as `names`
-        span = dict.fromkeys(names, 1)
-        for lp in cpl.loops[loop_idx + 1 :]:  # loop_idx -1: all of one realization
-            for part in lp.parts:
-                span[part.dim] += (lp.extent - 1) * part.stride
+        # The consumer's variables' ranges depend on its placement alone (region and loops):
+        # shared by its producers and by every nest that placed it alike.
+        pid = self.pid.get(consumer)
+        rkey = (pid, loop_idx)
+        ranges = c.ranges.get(rkey) if pid is not None else None
+        if ranges is None:
+            ranges = self._ranges(consumer, loop_idx)
+            if pid is not None:
+                c.ranges.put(rkey, ranges)
         shape = c.shape[producer]
-        ranges = tuple((0, (x if x < f else f) - 1) for x, f in zip(map(span.__getitem__, names), full))
         boxes = [self.box(consumer, producer, ranges, shape)]
         at_here = self.at_of.get(consumer, ())
         if at_here:
@@ -762,14 +765,33 @@ class _Nest:
             return shape
         return tuple(b - a + 1 for a, b in boxes[0])
 
+    def _ranges(self, consumer: str, loop_idx: int) -> tuple[tuple[int, int], ...]:
+        """(0, highest) per variable of `consumer` (dims, then reduction variables) while its
+        loops inside `loop_idx` run once (-1: all of one realization)."""
+        c = self.c
+        cpl = self.pl[consumer]
+        names = c.vars[consumer]
+        full = (*(cpl.region or c.shape[consumer]), *c.rdom[consumer])  # per variable, as `names`
+        span = dict.fromkeys(names, 1)
+        for lp in cpl.loops[loop_idx + 1 :]:
+            for part in lp.parts:
+                span[part.dim] += (lp.extent - 1) * part.stride
+        return tuple((0, (x if x < f else f) - 1) for x, f in zip(map(span.__getitem__, names), full))
+
     def box(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """`ir.access_box` of `stage` with inlined stages substituted, `ranges` per loop
-        variable (dims, then reduction variables)."""
+        variable (dims, then reduction variables). Memoized by all it depends on (a consumer
+        placed anew often reads its sources over the ranges of an earlier placement)."""
+        key = (stage, source, ranges, self.closure[stage])
+        hit = self.c.boxes.get(key)
+        if hit is not None:
+            return hit
         h = self._hull(stage, source, ranges, shape)
         if not h:
-            return ()
+            return self.c.boxes.put(key, _NONE)
         lo, hi = h
-        return tuple((int(a) if a > 0 else 0, int(b) if b < n - 1 else n - 1) for a, b, n in zip(lo, hi, shape) if a != math.inf)
+        out = tuple((int(a) if a > 0 else 0, int(b) if b < n - 1 else n - 1) for a, b, n in zip(lo, hi, shape) if a != math.inf)
+        return self.c.boxes.put(key, out)
 
     def _hull(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """(lowest, highest) index per axis over every access to `source` in `stage`'s
