@@ -27,6 +27,7 @@ from .recipes import (
     dividing,
     fit,
     matmul_block,
+    matmul_panels,
     root_vec,
     row_reduce_at,
     strips,
@@ -145,8 +146,9 @@ def mobilenet_block(p: Pipeline, vt: VectorTarget) -> Schedule:
 
 # --- linear algebra -------------------------------------------------------------------------
 def matmul(p: Pipeline, vt: VectorTarget) -> Schedule:
+    """A GEMM: B packed per column panel, register blocks from the target (matmul_panels)."""
     s = Schedule(name="hand")
-    matmul_block(s, p, "prod", "C", target=vt)
+    matmul_panels(s, p, "prod", "C", target=vt)
     return s
 
 

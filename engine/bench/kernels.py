@@ -31,13 +31,16 @@ from ..heuristic import heuristic_schedule
 from ..ir import Pipeline
 from ..measure import Measurement, Runner, default_threads, host_fingerprint
 from ..ops import Builder
-from ..recipes import vector_target
+from ..recipes import matmul_block, vector_target
+from ..schedule import Schedule
 from . import peak as PK  # through the module: bench fuzz's no_heavy_work patches it
 from .core import median_cell
 from .peers import Peer, PeerTiming, check_peer, make_peers, time_peer
 
 AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"  # what the recipes were first tuned for
 OTHER = "hand, AVX-512 blocks"
+UNPACKED = "hand, B unpacked"  # matmul's hand schedule before B was packed (session 6's), as a control
+CONTROLS = (OTHER, UNPACKED)  # variants run beside the product's own, never its "best"
 # name -> what; shapes are those the issue's targets name.
 KERNELS: dict[str, str] = {
     "matmul": "1024x1024 by 1024x1024 matmul",
@@ -110,6 +113,13 @@ def _onnx_model(name: str, folder: Path) -> Path:
     return path
 
 
+def _unpacked_matmul(p: Pipeline) -> Schedule:
+    """The matmul hand schedule as it was before packing: 8 x 2 / 6 x 2 blocks, panels of 64 rows."""
+    s = Schedule(name="hand, B unpacked")
+    matmul_block(s, p, "prod", "C")
+    return s
+
+
 def _peer_cell(ts: list[PeerTiming], verified: bool | None) -> dict[str, Any]:
     bad = next((t for t in ts if not t.ok), None)
     if bad is not None or not ts:
@@ -144,6 +154,8 @@ def bench_kernels(
                 if vector_target().lanes != vector_target(AVX512).lanes:
                     # The control: the blocks this host would get if the recipes ignored its target.
                     variants[OTHER] = (zp, hand_schedule(zp, AVX512))
+                if k == "matmul":
+                    variants[UNPACKED] = (zp, _unpacked_matmul(zp))
             variants["heuristic"] = (zp, heuristic_schedule(zp))
             variants["onnx heuristic"] = (op, heuristic_schedule(op))
             peers: dict[str, tuple[Peer, bool | None]] = {}
@@ -184,7 +196,7 @@ def bench_kernels(
         for label, (_, verified) in case["peers"].items():
             row[label] = _peer_cell(case["runs"][label], verified)
         ok = {lab: row[lab]["median_ms"] for lab in [*case["variants"], *case["peers"]] if row[lab].get("ok")}
-        ours = {lab: v for lab, v in ok.items() if lab in case["variants"] and lab != OTHER}
+        ours = {lab: v for lab, v in ok.items() if lab in case["variants"] and lab not in CONTROLS}
         if ours:
             best = min(ours, key=ours.__getitem__)
             row["best"] = best
@@ -210,11 +222,11 @@ def _ms(cell: dict[str, Any] | None) -> str:
 
 
 def _table(results: dict[str, Any], peak: float, torch_mm: float, loads: list[float], machine: dict[str, Any]) -> str:
-    cols = ["kernel", "GFLOP", "hand ms", f"{OTHER} ms", "heuristic ms", "ONNX heuristic ms", "ORT ms", "PyTorch ms"]
+    cols = ["kernel", "GFLOP", "hand ms", f"{OTHER} ms", f"{UNPACKED} ms", "heuristic ms", "ONNX heuristic ms", "ORT ms", "PyTorch ms"]
     cols += ["best % of peak", "best/ORT", "best/PyTorch"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for k, r in results.items():
-        labels = ("hand", OTHER, "heuristic", "onnx heuristic", "onnxruntime", "pytorch")
+        labels = ("hand", OTHER, UNPACKED, "heuristic", "onnx heuristic", "onnxruntime", "pytorch")
         cells = [k, f"{r['gflop']:.3f}"] + [_ms(r.get(lab)) for lab in labels]
         cells.append(f"{r['best_pct_of_peak']:.0f}% ({r['best']})" if "best" in r else "-")
         for peer in ("onnxruntime", "pytorch"):

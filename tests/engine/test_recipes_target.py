@@ -46,14 +46,18 @@ def test_matmul_register_block_follows_the_vector_width():
     p = zoo.get("matmul", "full")
     got = {}
     for target in (AVX2, AVX512):
+        vt = vector_target(target)
         s = hand_schedule(p, target)
         rows, lanes, vecs = (_split(s, "prod", n).factor for n in ("i_u", "j_v", "j_u"))
         assert rows is not None and lanes is not None and vecs is not None
-        assert lanes == vector_target(target).lanes and rows * vecs <= vector_target(target).accumulators
-        panel = _split(s, "C", "ii", update=False).factor
-        assert panel is not None and panel % rows == 0  # the block tiles the panel exactly
+        # the accumulators, the loaded B vectors and a broadcast fit the registers
+        assert lanes == vt.lanes and rows * vecs + vecs + 1 <= vt.registers
+        assert _split(s, "C", "ii", update=False).factor == rows and _split(s, "C", "ji", update=False).factor == vecs * lanes
+        # B is read through its packed copy, made per column panel of C
+        (w,) = s.wrappers.values()
+        assert (w.source, w.consumer, w.compute().consumer, w.compute().loop) == ("B", "prod", "C", "jo")
         got[target] = (rows, vecs, lanes)
-    assert got == {AVX2: (6, 2, 8), AVX512: (8, 2, 16)}
+    assert got == {AVX2: (4, 3, 8), AVX512: (6, 4, 16)}
 
 
 def test_conv_register_block_follows_the_target():
