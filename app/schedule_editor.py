@@ -221,7 +221,10 @@ class ScheduleEditor(QWidget):
         kind = "reduction" if s.is_reduction else "stage"
         if stage in p.outputs:
             kind = "output " + kind
-        self.heading.setText(f"{stage}  ·  {s.op} {kind}  ·  computed {self.doc.placement_text(stage)}")
+        heading = f"{stage}  ·  {s.op} {kind}  ·  computed {self.doc.placement_text(stage)}"
+        for w in (w for w in self.doc.schedule.wrappers.values() if w.consumer == stage):  # its packed copies
+            heading += f"  ·  reads {w.source} through {w.label}: {'; '.join(map(format_directive, w.pure)) or 'compute_root'}"
+        self.heading.setText(heading)
         QTimer.singleShot(0, self._fit_top)  # the heading may wrap to another number of lines
         row = self.list.currentRow()
         self.list.clear()

@@ -331,3 +331,11 @@ def test_the_wheel_changes_editor_fields_only_when_focused(qtbot: QtBot, window:
     qtbot.waitUntil(factor.hasFocus)
     wheel(factor)
     assert factor.value() == 7
+
+
+def test_heading_shows_the_packed_copy_a_stage_reads(open_window) -> None:
+    w = open_window("matmul", "hand")  # the hand matmul reads B through B.in(prod)
+    w.select_stage("prod")
+    assert "reads B through B.in(prod): compute_at(consumer=C, loop=jo); vectorize(loop=j" in w.editor.heading.text()
+    w.select_stage("C")
+    assert "reads" not in w.editor.heading.text()
