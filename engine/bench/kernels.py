@@ -113,7 +113,7 @@ def _onnx_model(name: str, folder: Path) -> Path:
     return path
 
 
-def _unpacked_matmul(p: Pipeline) -> Schedule:
+def unpacked_matmul(p: Pipeline) -> Schedule:
     """The matmul hand schedule as it was before packing: 8 x 2 / 6 x 2 blocks, panels of 64 rows."""
     s = Schedule(name="hand, B unpacked")
     matmul_block(s, p, "prod", "C")
@@ -155,7 +155,7 @@ def bench_kernels(
                     # The control: the blocks this host would get if the recipes ignored its target.
                     variants[OTHER] = (zp, hand_schedule(zp, AVX512))
                 if k == "matmul":
-                    variants[UNPACKED] = (zp, _unpacked_matmul(zp))
+                    variants[UNPACKED] = (zp, unpacked_matmul(zp))
             variants["heuristic"] = (zp, heuristic_schedule(zp))
             variants["onnx heuristic"] = (op, heuristic_schedule(op))
             peers: dict[str, tuple[Peer, bool | None]] = {}
