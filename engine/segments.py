@@ -274,7 +274,7 @@ def lower(p: Pipeline, sched: Schedule, segmented: bool | None = None, max_stage
     else as one Halide pipeline."""
     if segmented is None:
         segmented = len(p.stages) >= SEGMENT_MIN_STAGES
-    if not segmented:
+    if not segmented or sched.wrappers:  # segments do not carry wrapper stages: lowered whole, the schedule as given
         return HB.lower(p, sched)
     validate(p, sched)
     parts = []
