@@ -289,6 +289,7 @@ class _Caches:
         self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
         self._skeleton: dict[int, tuple[E.Access, ...]] = {}
         self._aff: dict[int, _Aff | None] = {}
+        self._reach: dict[str, frozenset[str]] = {}
         # Stages whose every index is an `_Aff` (no clamp, select, division or data-dependent index).
         self.simple = {s.name: all(self.aff(ix) is not None for a in _all_accesses(s) for ix in a.index) for s in p.stages}
 
@@ -315,6 +316,14 @@ class _Caches:
                     stack.extend(reversed(E.children(n)))
             out = self._skeleton[k] = tuple(found)
         return out
+
+    def reach(self, p: Pipeline, source: str) -> frozenset[str]:
+        """`source` and everything computed from it: the stages whose inlining can change how a
+        stage reads `source`."""
+        r = self._reach.get(source)
+        if r is None:
+            r = self._reach[source] = p.downstream(source) | {source}
+        return r
 
     def new_id(self) -> int:
         return next(self.ids)
@@ -862,8 +871,12 @@ class _Nest:
         variables (the constant alone differs: keep the least and the greatest). Composed
         group by group: substituting an index into a group shifts its constants alike, so an
         inlined reader's groups come from its source's without listing every access of the
-        chain (a chain of stencils multiplies them)."""
-        key = (stage, source, self.closure[stage])
+        chain (a chain of stencils multiplies them). Keyed by the inlined stages that read
+        `source`, and `source` itself when inlined, alone: the others add no access to it."""
+        clos = self.closure[stage]
+        if clos:
+            clos = clos & self.c.reach(self.p, source)
+        key = (stage, source, clos)
         hit = self.c.groups.get(key)
         if hit is not None:
             return hit
