@@ -19,23 +19,50 @@ final definition:
   one-iteration footprint (it does not fit, so it is moved once per parent iteration).
 
 The excess over touching everything once (compulsory traffic) at DRAM bandwidth is the
-penalty in ms; a schedule whose reuse fits in cache gets 0, so V alone ranks those. It is a
-coarse model (one cache level, other stages' data in the same loops ignored), used only to
-stop V from choosing what it cannot see.
+penalty in ms; a schedule whose reuse fits in cache gets 0, so V alone ranks those.
+
+Set conflicts in the L1 data cache (32 KiB: 64 sets of 8 ways, the common x86 L1D) add the
+bytes re-read from L2 because rows that a loop level reuses share a set: rows a multiple of
+4 KiB apart (1024-float rows) all land in one set, so 16 rows of one line each need twice the
+8 ways although they fill 1 KiB. Per stage, the innermost of its own loop levels whose one
+iteration puts more lines of one buffer in a set than the ways, although they would fit in
+L1 were it fully associative, loses those sets' lines that two consecutive iterations share,
+on every iteration; so does one whose lines exceed L1 when each holds under half a line of
+its row (a strided walk: a line per element). Wide rows beyond L1 are streams that L2 and
+the prefetchers serve at the arithmetic's pace: not counted. This is
+engine/heuristic.py's measured rule (ROW_LANES: more than 8 rows of strided vector loads
+thrash L1) made a cost: charged at the cache bandwidth beyond what the stage's arithmetic at
+the peak vector rate hides (a matmul's B block re-read from L2 under its FMAs costs nothing,
+a row reduction's one load per element does). Measured on softmax (2048 x 1024, loaded
+machine): its row max vectorized across 128 rows with the columns outside (V's favourite
+among beam 10's states) ran in 15-18 ms, across 16 rows 8.5 ms, beam 3's k-blocked 16-row
+template 4.3 ms, the heuristic's 8 rows 2.5-5 ms; one walking whole columns (all 2048
+rows per column, 4 lanes, serial) 30 ms.
+
+It is a coarse model (other stages' data in the same loops ignored, buffers assumed 4 KiB
+aligned), used only to stop V from choosing what it cannot see.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from functools import lru_cache
 
-from ..costmodel.analytic import CACHE_BYTES, DRAM_GBS
+import numpy as np
+
+from ..costmodel.analytic import CACHE_BYTES, CACHE_GBS, DRAM_GBS, SCALAR_GFLOPS
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
 from ..loops import Loop
+from ..recipes import vector_target
 from ..schedule import Schedule
 
 LINE_FLOATS = 16  # float32 per 64-byte cache line
 ELEM_BYTES = 4
+LINE_BYTES = LINE_FLOATS * ELEM_BYTES
+L1_SETS, L1_WAYS = 64, 8  # 32 KiB: addresses 4 KiB apart share a set
+CORES = os.cpu_count() or 1  # as the analytic model's
 
 
 def _box_bytes(box: tuple[tuple[int, int], ...]) -> float:
@@ -136,13 +163,100 @@ def _two_of(nest: LoopNest, stage: str, cons: str, cl: list[Loop], i: int, one: 
     return two
 
 
+@lru_cache(maxsize=1 << 16)  # siblings' loop nests repeat the same boxes
+def _conflict_lines(box: tuple[tuple[int, int], ...], shape: tuple[int, ...]) -> int:
+    """Lines of `box` (of a row-major buffer of `shape`, 4 KiB-aligned) that L1 cannot keep
+    and that cost a line per few elements: those in sets holding more than the ways (cycling
+    through a set, LRU misses every one) when the box would fit in a fully associative L1;
+    beyond L1's capacity, all of them when its rows are under half a line (a strided walk),
+    else 0 (wide rows: a stream the prefetchers serve)."""
+    if not box or _streams(box):
+        return 0
+    pitch = [math.prod(shape[k + 1 :]) * ELEM_BYTES for k in range(len(shape))]
+    rows = np.zeros(1, dtype=np.int64)
+    for k, (lo, hi) in enumerate(box[:-1]):
+        rows = (rows[:, None] + np.arange(lo, hi + 1, dtype=np.int64)[None, :] * pitch[k]).ravel()
+        if rows.size > L1_SETS * L1_WAYS:  # more rows than L1 has lines: as many lines as rows, at least
+            return int(rows.size) if (box[-1][1] - box[-1][0] + 1) * 2 <= LINE_FLOATS else 0
+    lo, hi = box[-1]
+    first, last = (rows + lo * ELEM_BYTES) // LINE_BYTES, (rows + (hi + 1) * ELEM_BYTES - 1) // LINE_BYTES
+    lines = first[:, None] + np.arange(int((last - first).max()) + 1)[None, :]
+    per_set = np.bincount(lines[lines <= last[:, None]] % L1_SETS, minlength=L1_SETS)
+    n = int(per_set.sum())
+    if n > L1_SETS * L1_WAYS:  # beyond L1's capacity: lost whole when each line holds one row's few elements (a strided walk)
+        return n if (hi - lo + 1) * 2 <= LINE_FLOATS else 0
+    return int(per_set[per_set > L1_WAYS].sum())
+
+
+def _streams(box: tuple[tuple[int, int], ...]) -> bool:
+    """Can `box` not conflict, here or in any box that contains it? One row (its lines fill
+    consecutive sets), or rows of at least half a line beyond L1's capacity (a stream)."""
+    rows = math.prod(hi - lo + 1 for lo, hi in box[:-1])
+    width = box[-1][1] - box[-1][0] + 1
+    return rows < 2 or (width * 2 > LINE_FLOATS and rows * math.ceil(width / LINE_FLOATS) > L1_SETS * L1_WAYS)
+
+
+def _buffer_shape(nest: LoopNest, buf: str) -> tuple[int, ...]:
+    """The layout a buffer's rows have: a stage's allocation (a per-tile buffer's rows are the tile's), an input's shape."""
+    pl = nest.placements.get(buf)
+    return pl.allocation if pl is not None and pl.allocation else nest.pipeline.shape_of(buf)
+
+
+def stage_conflict_bytes(nest: LoopNest, stage: str) -> float:
+    """Bytes `stage`'s final definition re-reads from L2 because of L1 set conflicts (see the module doc)."""
+    pl = nest.placements[stage]
+    if pl.compute == "inline" or not pl.loops:
+        return 0.0
+    st = nest.pipeline.stage(stage)
+    bufs = [(b, _buffer_shape(nest, b)) for b in nest.effective_sources(stage) + [stage]]
+    names = [d.name for d in st.dims] + ([r.name for r in st.rdom] if st.is_reduction else [])
+    own = pl.loops
+    for i in range(len(own) - 1, -1, -1):  # innermost level first
+        if own[i].kind == "vectorized" or own[i].extent < 2:
+            continue
+        one, two = _spans(own[i + 1 :]), _spans(own[i + 1 :], own[i])
+        ranges = {v: (0, max(0, one.get(v, 1) - 1)) for v in names}
+        boxes = [(nest.access_box(stage, b, ranges), shape) for b, shape in bufs]
+        if all(not box or (len(box) > 1 and _streams(box) and box[-1][1] - box[-1][0] + 1 > LINE_FLOATS // 2) for box, _ in boxes):
+            break  # wide streams only: so are the outer levels' boxes, which contain these
+        lost = sum(_conflict_lines(box, shape) for box, shape in boxes) * LINE_BYTES
+        if lost == 0:
+            continue
+        f1 = sum(_box_bytes(box) for box, _ in boxes)
+        f2 = _footprint(nest, stage, [b for b, _ in bufs[:-1]], two)
+        shared = max(0.0, 2 * f1 - f2)  # what two consecutive iterations both touch: reused, had it stayed
+        if shared > 0:
+            return min(shared, lost) * max(1, pl.realizations) * math.prod(lp.extent for lp in own[: i + 1])
+    return 0.0
+
+
 def excess_bytes(p: Pipeline, s: Schedule, decided_only: bool = False) -> float:
     """Capacity traffic of every non-inlined stage (with `decided_only`, of the stages `s`
     decides: a partial schedule's undecided stages are the same for all its siblings)."""
     n = build(p, s, check=False)
-    return sum(stage_excess_bytes(n, name) for name in n.placements if not decided_only or name in s.stages)
+    return sum(stage_excess_bytes(n, name) for name in _stages(n, s, decided_only))
+
+
+def conflict_bytes(p: Pipeline, s: Schedule, decided_only: bool = False) -> float:
+    """L1 set-conflict traffic of every non-inlined stage (`decided_only` as for `excess_bytes`)."""
+    n = build(p, s, check=False)
+    return sum(stage_conflict_bytes(n, name) for name in _stages(n, s, decided_only))
+
+
+def _stages(n: LoopNest, s: Schedule, decided_only: bool) -> list[str]:
+    return [name for name in n.placements if not decided_only or name in s.stages]
 
 
 def penalty_ms(p: Pipeline, s: Schedule, decided_only: bool = False) -> float:
-    """The capacity traffic's time at DRAM bandwidth, in ms (a prediction, 0 when reuse fits in cache)."""
-    return excess_bytes(p, s, decided_only) / (DRAM_GBS * 1e9) * 1e3
+    """The capacity traffic's time, in ms (a prediction, 0 when reuse fits in cache): what
+    misses L2 at DRAM bandwidth, plus per stage its L1 conflict traffic at the cache
+    bandwidth beyond the time of its arithmetic at the peak vector rate on every core."""
+    n = build(p, s, check=False)
+    peak = SCALAR_GFLOPS * vector_target().lanes * CORES * 1e9
+    ms = 0.0
+    for name in _stages(n, s, decided_only):
+        ms += stage_excess_bytes(n, name) / (DRAM_GBS * 1e9) * 1e3
+        l1 = stage_conflict_bytes(n, name) / (CACHE_GBS * 1e9)
+        if l1 > 0:
+            ms += max(0.0, l1 - p.stage(name).flops() / peak) * 1e3
+    return ms

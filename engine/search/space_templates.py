@@ -16,7 +16,9 @@ pipeline: they depend on the stage's loops and the target's float32 lanes only:
 - an update: the innermost pure loop split by the lanes, the vector innermost and the
   reduction loops just outside it (one accumulator per lane), optionally a register block
   (another pure loop's inner part unrolled inside the reduction, one or two vectors); at
-  root the outermost pure loop parallel.
+  root the outermost pure loop parallel. When the vector runs across rows (a source is read
+  along that loop in other than its last axis: a row reduction), it has engine/heuristic.py's
+  ROW_LANES lanes and one vector only: more rows 4 KiB apart overfill an L1 set (search/reuse.py).
 
 Every template is checked with `sampler.still_legal` (location, factors within the region,
 the tails the sampler's rules require), so an option offered is legal by construction.
@@ -24,9 +26,11 @@ the tails the sampler's rules require), so an option offered is legal by constru
 
 from __future__ import annotations
 
+from .. import expr as E
 from .. import loops as L
 from .. import sampler
-from ..ir import Pipeline
+from ..heuristic import ROW_LANES
+from ..ir import Pipeline, Stage
 from ..recipes import fit, vector_target
 from ..schedule import Directive, Kind, Schedule, StageSchedule
 
@@ -133,6 +137,14 @@ def _pure_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bool
     return out
 
 
+def _strided(st: Stage, v: str) -> bool:
+    """Does `st`'s update read some source along `v` in other than its last (contiguous) axis?
+    A vector along `v` then loads one element per row (as engine/heuristic.py decides lanes)."""
+    assert st.update is not None
+    along = [x for x in E.accesses(st.update) if any(v in E.variables(ix) for ix in x.index)]
+    return any(v not in E.variables(x.index[-1]) for x in along)
+
+
 def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bool, root: bool, lanes: int) -> list[tuple[Directive, ...]]:
     """Loop directives of a reduction's update (see the module doc)."""
     base = L.initial_loops(p.stage(name), True, extents)
@@ -141,6 +153,9 @@ def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bo
     if not pure:
         return [()]
     v = pure[-1]
+    strided = _strided(p.stage(name), v)
+    if strided:  # the vector runs across rows: more than ROW_LANES rows 4 KiB apart overfill an L1 set
+        lanes = min(lanes, ROW_LANES)
     out: list[tuple[Directive, ...]] = []
     for rows, vecs, kblock in ((0, 1, False), (BLOCK_ROWS, 1, False), (BLOCK_ROWS, 2, False), (0, 1, True), (BLOCK_ROWS, 2, True)):
         d = _Loops(p, name, True, extents, guard)
@@ -153,7 +168,7 @@ def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bo
                 ko, ki = d.split(long, KBLOCK)
                 rv = [ki if r == long else r for r in rv]
             vw = fit(lanes, d.get(v).extent)
-            if vecs > 1 and d.get(v).extent < 2 * vw:
+            if vecs > 1 and (strided or d.get(v).extent < 2 * vw):  # two strided vectors: 2 x ROW_LANES rows
                 continue
             vo, vi = d.split(v, vw * vecs)
             block: list[str] = []

@@ -3,6 +3,7 @@
 import pytest
 
 from engine import zoo
+from engine.costmodel.analytic import DRAM_GBS
 from engine.heuristic import heuristic_schedule
 from engine.schedule import Schedule
 from engine.search import reuse
@@ -37,3 +38,42 @@ def test_zero_measurement_greedy_with_the_term_chooses_less_capacity_traffic():
     alone = value_greedy(p, v, random.Random(0), 4, beam=BEAM_V_ALONE, reuse=False)
     scored = value_greedy(p, v, random.Random(0), 4, beam=BEAM, reuse=True)
     assert reuse.excess_bytes(p, scored) < reuse.excess_bytes(p, alone) / 4
+
+
+def _softmax_max(rows: int | None):
+    """softmax (2048 x 1024, rows 4 KiB apart) with its row max vectorized across `rows` rows
+    (columns outside the vector, outer rows parallel); None: the whole column walked, serial."""
+    from engine.schedule import Directive, Kind, StageSchedule
+    from engine.search.space import seed_schedule
+
+    p = zoo.get("softmax", "full")
+    s = seed_schedule(p)
+    if rows is None:
+        upd = (Directive(Kind.REORDER, loops=("i", "r")), Directive(Kind.VECTORIZE, loop="i", factor=4))
+    else:
+        upd = (
+            Directive(Kind.SPLIT, loop="i", factor=rows, outer="io", inner="ii"),
+            Directive(Kind.REORDER, loops=("ii", "r", "io")),
+            Directive(Kind.VECTORIZE, loop="ii"),
+            Directive(Kind.PARALLEL, loop="io"),
+        )
+    s.stages["softmax_max"] = StageSchedule((Directive(Kind.COMPUTE_ROOT),), upd)
+    return p, s
+
+
+def test_strided_vectors_over_more_rows_than_l1_ways_cost_conflict_traffic():
+    p, eight = _softmax_max(8)  # 8 lines in one set: the 8 ways hold them
+    assert reuse.conflict_bytes(p, eight) == 0.0
+    for rows in (16, 128, None):  # 16 / 128 lines in one set, or 2048 rows of one line each (beyond L1)
+        p, s = _softmax_max(rows)
+        assert reuse.conflict_bytes(p, s) > 100e6  # about a line per element of the 8 MiB input
+        assert reuse.penalty_ms(p, s) > 1.0  # a max is too little arithmetic to hide it
+
+
+def test_wide_rows_and_a_blocked_matmul_pay_no_conflict_time():
+    p = zoo.get("unsharp", "full")  # 7-row stencil over 2054-float rows: a stream beyond L1, not a conflict
+    assert reuse.conflict_bytes(p, heuristic_schedule(p)) == 0.0
+    p = zoo.get("matmul", "full")  # its B block conflicts in L1, but re-reading it from L2 hides under the FMAs
+    h = heuristic_schedule(p)
+    assert reuse.conflict_bytes(p, h) > 0.0
+    assert reuse.penalty_ms(p, h) == pytest.approx(reuse.excess_bytes(p, h) / (DRAM_GBS * 1e9) * 1e3)

@@ -79,3 +79,16 @@ def test_beam_greedy_over_templates_is_deterministic_and_legal():
     for st in order(p):
         assert t.stages[st] in template_options(p, partial, st)
         partial = with_decision(partial, st, t.stages[st])
+
+
+def test_a_reduction_vectorized_across_rows_gets_row_lanes_not_the_full_width():
+    from engine.heuristic import ROW_LANES
+
+    p = zoo.get("softmax", "small")  # softmax_max[i] = max over r of x[i, r]: a vector along i loads one element per row
+    partial = Schedule(name="t")
+    for st in order(p):
+        if st == "softmax_max":
+            break
+        partial = with_decision(partial, st, template_options(p, partial, st, 16)[0])
+    splits = [d.factor for o in template_options(p, partial, "softmax_max", 16) for d in o.update if d.kind == Kind.SPLIT and d.loop == "i"]
+    assert splits and set(splits) == {ROW_LANES}  # never 16 rows, nor two vectors of 8
