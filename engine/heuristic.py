@@ -42,9 +42,11 @@ from .recipes import (
     conv_block,
     conv_root_block,
     dense_output,
+    depthwise_block,
     dividing,
     fit,
     matmul_block,
+    pad_lanes,
     strips,
     vector_target,
     vector_update,
@@ -57,6 +59,8 @@ CHEAP_FLOPS = 1  # "cheap" stages (one multiply, a copy, a crop) may be inlined 
 CHEAP_REUSE = 9.0  # ...up to this many times (a 3x3 window)
 WINDOW_TAPS = 25  # reductions over at most this many points unroll them inside each vector (taps per vector)
 ROW_LANES = 8  # lanes when the vector runs across rows (strided loads): more rows thrash L1 (see row_reduce_at)
+_CHEAP_WINDOWS = ("depthwise_conv2d", "maxpool", "avgpool")  # a few flops per input element: a padding's cost shows
+DEPTHWISE_ROWS = 4  # rows of a depthwise conv unrolled together (recipes.depthwise_block)
 MIN_STRIPS = 8  # root pointwise stages: at least this many strips when rows allow (work for every core)
 
 
@@ -115,7 +119,9 @@ class _Heuristic:
     # --- rule 1: anchors ---------------------------------------------------------------
     def _pick_anchor(self, r: str) -> None:
         p, st = self.p, self.p.stage(r)
-        ok_shape = (st.op == "conv2d" and len(st.dims) == 4) or (st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1)
+        ok_shape = (st.op in ("conv2d", "depthwise_conv2d") and len(st.dims) == 4) or (
+            st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1
+        )
         if not st.is_reduction or not ok_shape or r in p.outputs:
             return
         best = None
@@ -245,6 +251,8 @@ class _Heuristic:
             for b in also:
                 self.host[b] = (a, strip)
                 self.rules[b] = f"register-blocked at tiles of {a} with {r} (conv_block)"
+        elif p.stage(r).op == "depthwise_conv2d":
+            strip, recipe = depthwise_block(self.s, p, r, a, target=self.vt), "depthwise_block"
         else:
             panel = fit(64, max(8, shape[-2] // 4))  # at least 4 row panels where rows allow
             strip, recipe = matmul_block(self.s, p, r, a, panel=panel, target=self.vt), "matmul_block"
@@ -292,9 +300,18 @@ class _Heuristic:
             self._vector_reduce(n, place.region, parallel=False)
         else:
             k = max((k for k, e in enumerate(place.region) if e > 1), default=len(st.dims) - 1)
-            S(self.s, n).vectorize(st.dims[k].name, fit(self.vt.lanes, place.region[k]))
+            S(self.s, n).vectorize(st.dims[k].name, fit(self._lanes(n), place.region[k]))
         self.host[n] = h
         return f"at {h[0]}.{h[1]} (per strip of its consumers; {ratio:.2g}x its points)"
+
+    def _lanes(self, n: str) -> int:
+        """Vector lanes of pointwise stage `n` in its own buffer: a padding read only by
+        depthwise convs and pools at 128-bit vectors (recipes.pad_lanes: its edge vectors are
+        gathers), else the target's."""
+        p = self.p
+        if p.stage(n).op == "pad" and all(p.stage(c).op in _CHEAP_WINDOWS for c in self._consumers(n)):
+            return pad_lanes(self.vt)
+        return self.vt.lanes
 
     def _pads_a_strip_producer(self, n: str) -> bool:
         """A padding whose producer would follow it into each strip (a pooling before a conv):
@@ -343,6 +360,12 @@ class _Heuristic:
             o.vectorize(v, vw)
             # A rounded-up update would compute, and read, past the region: guard the tail instead.
             u = vector_update(self.s, self.p, n, v, vw, unroll=window, tail="guard_with_if" if ext % vw else None)
+            if window and st.op == "depthwise_conv2d" and len(big) > 1 and not ext % vw:
+                # Rows unrolled around the taps: consecutive rows share input rows (one load
+                # for up to 3 rows; see recipes.depthwise_block). A divisor: an update can't round up.
+                y, rb = st.dims[big[-2]].name, dividing(DEPTHWISE_ROWS, region[big[-2]])
+                if rb > 1:
+                    u.split(y, y, f"{y}_u", rb).reorder(f"{y}_u", v).unroll(f"{y}_u")
         else:
             u = o.update()
         par = next((st.dims[k].name for k in big[:-1]), None) if parallel else None
