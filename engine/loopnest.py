@@ -790,8 +790,14 @@ class _Nest:
     def box(self, stage: str, source: str, ranges: tuple, shape: tuple[int, ...]) -> tuple:
         """`ir.access_box` of `stage` with inlined stages substituted, `ranges` per loop
         variable (dims, then reduction variables). Memoized by all it depends on (a consumer
-        placed anew often reads its sources over the ranges of an earlier placement)."""
-        key = (stage, source, ranges, self.closure[stage])
+        placed anew often reads its sources over the ranges of an earlier placement): for a
+        `_simple` stage, the inlined stages that can reach `source` (as its `_groups`), else
+        the whole inline closure."""
+        clos = self.closure[stage]
+        simple = self._simple(stage)
+        if simple and clos:
+            clos = clos & self.c.reach(self.p, source)
+        key = (stage, source, ranges, clos, simple)
         hit = self.c.boxes.get(key)
         if hit is not None:
             return hit
