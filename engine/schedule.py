@@ -1088,7 +1088,7 @@ def _call_source(d: Directive, new_vars: dict[str, bool], rvar: bool, py: bool) 
         return f"tile({d.x}, {d.y}, {d.xo}, {d.yo}, {d.xi}, {d.yi}, {d.xf}, {d.yf}{tail_arg})"
     if kind == Kind.REORDER:
         names = ", ".join(L.need(d.loops))
-        return f"reorder({names})" if not py else f"reorder([{names}])"
+        return f"reorder({names})"  # Python too: the bindings take the loops as arguments, not a list
     if kind == Kind.FUSE:
         new_vars.setdefault(L.need(d.fused), rvar)
         return f"fuse({d.inner}, {d.outer}, {d.fused})"
