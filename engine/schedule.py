@@ -767,6 +767,32 @@ def validate_wrappers(p: Pipeline, sched: Schedule) -> None:
             if at != w.consumer and not _computed_inside(p, sched, w.consumer, at, loop):
                 msg = f"{w.consumer!r} reads the wrapper but is not computed inside {at}.{loop}: compute it at a loop of {w.consumer}"
                 raise ScheduleError(w.label, msg, d, k)
+        _check_wrapped_inside(p, sched, w)
+
+
+def _check_wrapped_inside(p: Pipeline, sched: Schedule, w: Wrapper) -> None:
+    """A source stage computed at a loop is read there by its wrapper alone, so the wrapper
+    must be computed inside that loop (Halide refuses it otherwise, only when compiling)."""
+    if w.source not in p.stage_map:
+        return
+    src = sched.of(w.source).compute()
+    if src.kind != Kind.COMPUTE_AT:
+        return
+    c, loop = L.need(src.consumer), L.need(src.loop)
+    d = w.compute()
+    if d.kind == Kind.COMPUTE_AT:
+        at, at_loop = L.need(d.consumer), L.need(d.loop)
+        if (at == c and _loop_at_or_inside(p, sched, c, at_loop, loop)) or _computed_inside(p, sched, at, c, loop):
+            return
+    where = f"at {d.consumer}.{d.loop}" if d.kind == Kind.COMPUTE_AT else "at root"
+    k = w.pure.index(d) if d in w.pure else None
+    raise ScheduleError(
+        w.label,
+        f"{w.source!r} is computed at {c}.{loop} and read there only by this wrapper, which is computed {where}: "
+        f"compute the wrapper inside {c}.{loop} (or {w.source!r} outside it)",
+        d if k is not None else None,
+        k,
+    )
 
 
 def validate_stages(p: Pipeline, sched: Schedule) -> None:

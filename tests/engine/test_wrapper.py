@@ -59,6 +59,15 @@ def test_wrapper_validation_names_stage_and_directive():
     bad = s.with_wrapper(Wrapper("A", "prod", (Directive(Kind.COMPUTE_INLINE),)))
     with pytest.raises(ScheduleError, match=r"compute_inline does not apply to it"):
         validate(p, bad)
+    # a wrapped stage computed inside C.io is read only by its copy, which must then be inside C.io too
+    inner = Schedule()
+    S(inner, "C").split("i", "io", "ii", 32)
+    S(inner, "prod").compute_at("C", "io")
+    S(inner, "C").wrap("prod")
+    with pytest.raises(ScheduleError, match=r"stage 'prod\.in\(C\)': 'prod' is computed at C\.io .* computed at root"):
+        validate(p, inner)
+    S(inner, "C").wrap("prod").compute_at("C", "ii")  # now inside C.io
+    validate(p, inner)
     with pytest.raises(ScheduleError, match=r"no update definition"):
         S(s.copy(), "prod").wrap("B").update()
     with pytest.raises(ScheduleError, match=r"A\.in\(prod\)' directive #0 .*unknown directive kind 'pack'"):
