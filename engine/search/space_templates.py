@@ -15,7 +15,8 @@ pipeline: they depend on the stage's loops and the target's float32 lanes only:
   computed at); optionally unroll the loop outside the vector;
 - an update: the innermost pure loop split by the lanes, the vector innermost and the
   reduction loops just outside it (one accumulator per lane), optionally a register block
-  (another pure loop's inner part unrolled inside the reduction, one or two vectors); at
+  (another pure loop's inner part unrolled inside the reduction: half the target's
+  accumulators of rows, as engine/recipes.py sizes its blocks, by one or two vectors); at
   root the outermost pure loop parallel. When the vector runs across rows (a source is read
   along that loop in other than its last axis: a row reduction), it has engine/heuristic.py's
   ROW_LANES lanes and one vector only: more rows 4 KiB apart overfill an L1 set (search/reuse.py).
@@ -37,7 +38,6 @@ from ..schedule import Directive, Kind, Schedule, StageSchedule
 STRIP_ROWS = (8, 32)  # rows per parallel strip
 TILE_COLS = 128  # columns of a 2-D tile (512 bytes of float32 per row: a few cache lines of each row)
 KBLOCK = 128  # a long reduction loop blocked by this much, the block loop outside the pure loops (cache blocking)
-BLOCK_ROWS = 4  # a register block's unrolled rows (x 1 or 2 vectors: <= 8 accumulators, under AVX2's 12)
 LOCATIONS_AT = 4  # compute_at locations templated per consumer: the innermost ones that are legal
 
 
@@ -145,7 +145,9 @@ def _strided(st: Stage, v: str) -> bool:
     return any(v not in E.variables(x.index[-1]) for x in along)
 
 
-def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bool, root: bool, lanes: int) -> list[tuple[Directive, ...]]:
+def _update_templates(
+    p: Pipeline, name: str, extents: dict[str, int], guard: bool, root: bool, lanes: int, accumulators: int
+) -> list[tuple[Directive, ...]]:
     """Loop directives of a reduction's update (see the module doc)."""
     base = L.initial_loops(p.stage(name), True, extents)
     pure = [x.name for x in base if not x.rvar and x.extent >= 2]
@@ -157,7 +159,8 @@ def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bo
     if strided:  # the vector runs across rows: more than ROW_LANES rows 4 KiB apart overfill an L1 set
         lanes = min(lanes, ROW_LANES)
     out: list[tuple[Directive, ...]] = []
-    for rows, vecs, kblock in ((0, 1, False), (BLOCK_ROWS, 1, False), (BLOCK_ROWS, 2, False), (0, 1, True), (BLOCK_ROWS, 2, True)):
+    br = max(2, accumulators // 2)  # rows x 1 vector: half the accumulators (FMA chains); x 2 vectors: all of them
+    for rows, vecs, kblock in ((0, 1, False), (br, 1, False), (br, 2, False), (0, 1, True), (br, 2, True)):
         d = _Loops(p, name, True, extents, guard)
         try:
             rv = list(rvars)
@@ -198,10 +201,13 @@ def _update_templates(p: Pipeline, name: str, extents: dict[str, int], guard: bo
     return out
 
 
-def template_options(p: Pipeline, partial: Schedule, name: str, lanes: int | None = None) -> list[StageSchedule]:
+def template_options(
+    p: Pipeline, partial: Schedule, name: str, lanes: int | None = None, accumulators: int | None = None
+) -> list[StageSchedule]:
     """The structured decisions of stage `name` after `partial`'s decisions of its consumers,
     every one legal (checked), deterministic; `lanes` default: the host target's float32 lanes."""
     lanes = lanes or vector_target().lanes
+    accumulators = accumulators or vector_target().accumulators
     locs = sampler.locations(p, partial, name)
     ats: dict[str, list[sampler.Location]] = {}
     for loc in locs:
@@ -221,7 +227,7 @@ def template_options(p: Pipeline, partial: Schedule, name: str, lanes: int | Non
             pures = _pure_templates(p, name, extents, guard, root, lanes)
             if s.is_reduction:
                 init = pures[0]  # the init: vectorized (and parallel at root)
-                cands = [StageSchedule(head + init, u) for u in _update_templates(p, name, extents, guard, root, lanes)]
+                cands = [StageSchedule(head + init, u) for u in _update_templates(p, name, extents, guard, root, lanes, accumulators)]
             else:
                 cands = [StageSchedule(head + x) for x in pures]
         for c in cands:

@@ -77,3 +77,18 @@ def test_wide_rows_and_a_blocked_matmul_pay_no_conflict_time():
     h = heuristic_schedule(p)
     assert reuse.conflict_bytes(p, h) > 0.0
     assert reuse.penalty_ms(p, h) == pytest.approx(reuse.excess_bytes(p, h) / (DRAM_GBS * 1e9) * 1e3)
+
+
+def test_an_intermediate_at_root_that_does_not_fit_in_cache_pays_its_round_trip_to_dram():
+    from engine.loopnest import build
+    from engine.schedule import Directive, Kind, StageSchedule
+
+    p = zoo.get("harris", "full")  # gray: 2052 x 2052 floats (16 MiB)
+    h = heuristic_schedule(p)  # gray computed per 32-row strip of the output: fits
+    assert reuse.stage_spill_bytes(build(p, h), "gray") == 0.0
+    root = h.copy("root gray")
+    root.stages["gray"] = StageSchedule((Directive(Kind.COMPUTE_ROOT), Directive(Kind.VECTORIZE, loop="x", factor=16)))
+    n = build(p, root)
+    assert reuse.stage_spill_bytes(n, "gray") == 2 * n.placements["gray"].points_total * 4  # written, read back
+    assert reuse.stage_spill_bytes(n, "harris") == 0.0  # an output's write is compulsory
+    assert reuse.penalty_ms(p, root) > reuse.penalty_ms(p, h) + 1.0
