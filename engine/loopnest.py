@@ -290,6 +290,8 @@ class _Caches:
         self._skeleton: dict[int, tuple[E.Access, ...]] = {}
         self._aff: dict[int, _Aff | None] = {}
         self._reach: dict[str, frozenset[str]] = {}
+        self._reads: dict[int, frozenset[str]] = {}
+        self.fixed_lin: dict[int, _Lin] = {}  # parts of the stages' expressions that read no stage: their `_Lin` never varies
         # Stages whose every index is an `_Aff` (no clamp, select, division or data-dependent index).
         self.simple = {s.name: all(self.aff(ix) is not None for a in _all_accesses(s) for ix in a.index) for s in p.stages}
 
@@ -323,6 +325,18 @@ class _Caches:
         r = self._reach.get(source)
         if r is None:
             r = self._reach[source] = p.downstream(source) | {source}
+        return r
+
+    def reads(self, e: E.Expr) -> frozenset[str]:
+        """The stages accessed anywhere in `e`, a part of a stage's expression (memoized by identity)."""
+        k = id(e)
+        r = self._reads.get(k)
+        if r is None:
+            ch = E.children(e)
+            r = frozenset().union(*map(self.reads, ch)) if ch else _EMPTY
+            if isinstance(e, E.Access) and e.source in self.pos:
+                r = r | {e.source}
+            self._reads[k] = r
         return r
 
     def new_id(self) -> int:
@@ -1005,7 +1019,7 @@ class _Nest:
             return self._lin(e, inl, clos)
         key = ("expr", owner, clos(owner[0]))
         hit = self.c.lin.get(key)
-        return hit if hit is not None else self.c.lin.put(key, self._lin(e, inl, clos))
+        return hit if hit is not None else self.c.lin.put(key, self._lin(e, inl, clos, True))
 
     def lin_stage(self, name: str, inl: frozenset[str] | None = None, clos: Callable[[str], frozenset[str]] | None = None) -> _Lin:
         """`_Lin` of inlined stage `name`'s value (in its own dims)."""
@@ -1014,16 +1028,27 @@ class _Nest:
         key = ("stage", name, clos(name))
         hit = self.c.lin.get(key)
         if hit is None:
-            hit = self.c.lin.put(key, self._lin(self.p.stage(name).value, inl, clos))
+            hit = self.c.lin.put(key, self._lin(self.p.stage(name).value, inl, clos, True))
         return hit
 
-    def _lin(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]]) -> _Lin:
+    def _lin(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]], owned: bool = False) -> _Lin:
+        """`owned`: `e` is a part of a stage's expression (alive with the pipeline), so that a
+        part reading no inlined stage, whose summary is the same whatever is inlined, is
+        summarized once (by identity) instead of once per inline closure."""
         if isinstance(e, E.Const):
             return _ZERO
         if isinstance(e, E.Var):
             return _Lin(0, {e.name: 1}, {e.name: 1}, {}, (("v", e.name),))
+        if owned:
+            c = self.c
+            if c.reads(e).isdisjoint(inl):
+                k = id(e)
+                hit = c.fixed_lin.get(k)
+                if hit is None:
+                    hit = c.fixed_lin[k] = self._lin(e, inl, clos)
+                return hit
         if isinstance(e, E.Access):
-            kids = [self._lin(ix, inl, clos) for ix in e.index]
+            kids = [self._lin(ix, inl, clos, owned) for ix in e.index]
             if e.source in inl:
                 j = self.lin_stage(e.source, inl, clos)
                 flops, counts = j.flops, dict(j.counts)
@@ -1045,7 +1070,7 @@ class _Nest:
                 _addmul(counts, k.counts, 1)
                 seq.extend(k.seq)
             return _Lin(0, {}, occ, counts, _dedupe(seq))
-        kids = [self._lin(ch, inl, clos) for ch in E.children(e)]
+        kids = [self._lin(ch, inl, clos, owned) for ch in E.children(e)]
         if len(kids) == 1:
             k = kids[0]
             return _Lin(E.own_flops(e) + k.flops, k.free, k.occ, k.counts, k.seq)
