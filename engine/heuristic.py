@@ -19,7 +19,8 @@ The rules, decided consumers first:
    that padding goes to root, and its producer per strip of the padding. Not a conv (it
    goes to root, register-blocked in its own buffer).
 4. Root: a pointwise stage in parallel strips of rows, vectorized along its innermost
-   dim; a conv register-blocked in its own buffer (conv_root_block); a matmul
+   dim; a conv register-blocked in its own buffer (conv_root_rows where its rows may
+   round up to whole vectors, else conv_root_block); a matmul
    accumulating in its own buffer (dense_output); any other reduction
    vectorized along its innermost non-trivial pure dim (reduction loops outside the
    vector, small windows unrolled), parallel along an outer one.
@@ -41,6 +42,7 @@ from .recipes import (
     VectorTarget,
     conv_block,
     conv_root_block,
+    conv_root_rows,
     dense_output,
     depthwise_block,
     dividing,
@@ -325,10 +327,13 @@ class _Heuristic:
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
         if st.is_reduction and st.op == "conv2d" and len(st.dims) == 4:
-            loop = conv_root_block(self.s, p, n, target=self.vt)
+            try:  # full vectors, blocks across rows where the buffer's rows may round up
+                loop, recipe = conv_root_rows(self.s, p, n, target=self.vt), "conv_root_rows"
+            except ValueError:
+                loop, recipe = conv_root_block(self.s, p, n, target=self.vt), "conv_root_block"
             # Producers per row of the update; a channel block reads every row (producers at root).
             self.host[n] = (n, loop) if loop == st.dims[-2].name else None
-            return f"root, conv register-blocked in its own buffer (conv_root_block), parallel along {loop}"
+            return f"root, conv register-blocked in its own buffer ({recipe}), parallel along {loop}"
         if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
             self.host[n] = (n, dense_output(self.s, p, n, target=self.vt))
             return "root, matmul accumulating in its own buffer (dense_output)"

@@ -1,7 +1,8 @@
-"""Depthwise convs and their paddings follow the target (engine/recipes.py depthwise_block,
-depthwise_lanes, pad_lanes; engine/heuristic.py): a depthwise conv with a pointwise consumer
-is computed per tile of channel x rows in a buffer whose rows round up to whole vectors, one
-that is an output unrolls a block of rows, and the schedules verify on this host."""
+"""Depthwise convs, their paddings and root (projection) convs follow the target
+(engine/recipes.py depthwise_block, depthwise_lanes, pad_lanes, conv_root_rows; engine/
+heuristic.py): a depthwise conv with a pointwise consumer is computed per tile of channel x
+rows in a buffer whose rows round up to whole vectors, one that is an output unrolls a block
+of rows, a conv at root blocks channels x rows in full vectors, and the schedules verify."""
 
 import pytest
 
@@ -9,7 +10,7 @@ from engine import api
 from engine.heuristic import plan
 from engine.measure import Runner
 from engine.ops import Builder
-from engine.recipes import depthwise_lanes, pad_lanes
+from engine.recipes import depthwise_lanes, pad_lanes, rows_blocking, vector_target
 from engine.schedule import Directive, Schedule, validate
 
 AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
@@ -86,3 +87,40 @@ def test_depthwise_schedules_verify(runner):
     for target, p in (*cases, (AVX512, _separable(15, pad=0))):
         m = api.measure(p, plan(p, target).schedule, runner, None, **VERIFY_ONLY)
         assert m.ok and m.verified, (p.name, m.error)
+
+
+def _projection(w: int, c: int = 16) -> Builder:
+    """MobileNet's projection: depthwise conv + ReLU6, a 1x1 projection with no pointwise
+    consumer (it feeds the next 1x1 conv), the next 1x1 conv + ReLU."""
+    b = Builder(f"proj{w}", "projection")
+    x = b.input("x", (1, c, w, w))
+    dw = b.activation("dw_act", b.conv2d("dw", x, b.input("dw_w", (c, 1, 3, 3)), b.input("dw_b", (c,)), pad=1, groups=c), "relu6")
+    proj = b.conv2d("proj", dw, b.input("p_w", (8, c, 1, 1)), b.input("p_b", (8,)))
+    return b.build([b.activation("out", b.conv2d("expand", proj, b.input("e_w", (c, 8, 1, 1))), "relu")])
+
+
+def test_rows_blocks_divide_and_fit_the_registers():
+    assert rows_blocking(96, 14, 1, AVX512) == (8, 2, 1)  # 16 zmm accumulators over 2 rows of one vector
+    assert rows_blocking(160, 7, 1, AVX512) == (2, 7, 1)  # a 7x7 plane: every row of 2 channels
+    for target in (AVX2, AVX512):
+        for c, h, nvec in ((24, 56, 4), (24, 56, 7), (96, 14, 1), (320, 7, 1), (16, 112, 14)):
+            ch, rb, xv = rows_blocking(c, h, nvec, target)
+            assert c % ch == 0 and h % rb == 0 and nvec % xv == 0 and (rb == 1 or xv == nvec)
+            assert vector_target(target).block_fits(ch * rb * xv, rb * xv), (target, c, h, ch, rb, xv)
+
+
+def test_a_projection_conv_at_root_blocks_rows_in_full_vectors(runner):
+    for target, w in ((AVX512, 14), (AVX2, 7)):
+        p = _projection(w)
+        pl = plan(p, target)
+        assert "conv_root_rows" in pl.rules["proj"], pl.rules
+        assert _directive(pl.schedule, "proj", "split", False, inner="x_v").tail == "round_up"
+        assert _directive(pl.schedule, "proj", "split", True, inner="rc_u").factor == 8  # 16 input channels: 8 unrolled
+        m = api.measure(p, pl.schedule, runner, None, **VERIFY_ONLY)
+        assert m.ok and m.verified, (target, w, m.error)
+    # Reading an input directly, its rows can't round up: the dividing root block instead.
+    b = Builder("proj_in", "projection of an input")
+    x = b.input("x", (1, 16, 14, 14))
+    proj = b.conv2d("proj", x, b.input("p_w", (8, 16, 1, 1)))
+    p = b.build([b.activation("out", b.conv2d("expand", proj, b.input("e_w", (16, 8, 1, 1))), "relu")])
+    assert "conv_root_block" in plan(p, AVX512).rules["proj"]
