@@ -593,7 +593,9 @@ class _Nest:
                 self.loop_index.pop(name, None)
         # Regions stay valid for consumers whose loops and surroundings did not change (those
         # placed again are dropped as they are).
-        self._regions = {k: v for k, v in q._regions.items() if k not in touched and k not in cset}
+        self._regions = dict(q._regions)  # copied whole and the few dropped: a copy is much cheaper than a filter
+        for k in (*touched, *cset):
+            self._regions.pop(k, None)
         # Placed again, consumers first: the changed stages, and those computed or stored at a
         # consumer that was placed differently or whose surroundings changed.
         redo: set[str] = set()
@@ -639,7 +641,9 @@ class _Nest:
                 seen.add(j)
                 todo.extend(k for k in c.producers[j] if k in either)
         stale |= seen
-        self._keys = {k: v for k, v in q._keys.items() if k not in stale}
+        self._keys = dict(q._keys)
+        for k in stale:
+            self._keys.pop(k, None)
         self._stored = None if sites_changed else q._stored
         self.parent = weakref.ref(q)
         self.dirty = frozenset(stale)

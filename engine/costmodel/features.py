@@ -135,6 +135,7 @@ EDGE_FEATURES: tuple[Feature, ...] = _t(
 N_FEATURES, N_EDGE_FEATURES = len(FEATURES), len(EDGE_FEATURES)
 INDEX = {f.name: k for k, f in enumerate(FEATURES)}
 EDGE_INDEX = {f.name: k for k, f in enumerate(EDGE_FEATURES)}
+_ANALYTIC = INDEX["analytic_ns"]
 _LOG = np.array([f.log for f in FEATURES])
 _EDGE_LOG = np.array([f.log for f in EDGE_FEATURES])
 
@@ -416,6 +417,7 @@ class _Cache:
 
     def __init__(self, p: Pipeline) -> None:
         self._algorithm: dict[str, dict[str, float]] = {}
+        self._algorithm_row: dict[str, list[float]] = {}
         self._patterns: dict[tuple[str, str], dict[str, int]] | None = None
         self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
         self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
@@ -431,6 +433,15 @@ class _Cache:
         if f is None:
             f = self._algorithm[name] = algorithm_features(p, p.stage(name))
         return f
+
+    def algorithm_values(self, p: Pipeline, name: str) -> list[float]:
+        """`algorithm` as a full row (0 elsewhere), in `FEATURES` order."""
+        v = self._algorithm_row.get(name)
+        if v is None:
+            v = self._algorithm_row[name] = [0.0] * N_FEATURES
+            for k, x in self.algorithm(p, name).items():
+                v[INDEX[k]] = x
+        return v
 
     def patterns(self, p: Pipeline) -> dict[tuple[str, str], dict[str, int]]:
         """Per edge, the consumer's access patterns to the producer (made when a model that reads edges first asks)."""
@@ -462,9 +473,13 @@ def _raw_row(nest: LoopNest, name: str, cache: _Cache, key: tuple) -> np.ndarray
     """Stage `name`'s row before the log scaling (cached by its `row_key`, `key`)."""
     row = cache.rows.get(key)
     if row is None:
-        analytic = {"analytic_ns": _ONE_CORE.stage_ms_of(nest, name) * 1e6}
-        values = cache.algorithm(nest.pipeline, name) | schedule_features(nest, name) | analytic
-        row = cache.rows.put(key, _row(values, INDEX, N_FEATURES))
+        vals = list(cache.algorithm_values(nest.pipeline, name))  # the schedule's features written over the algorithm's
+        for k, v in schedule_features(nest, name).items():
+            vals[INDEX[k]] = v
+        vals[_ANALYTIC] = _ONE_CORE.stage_ms_of(nest, name) * 1e6
+        row = np.array(vals, dtype=np.float64)
+        row.flags.writeable = False  # rows are cached and shared
+        row = cache.rows.put(key, row)
     return row
 
 
