@@ -257,6 +257,10 @@ class LRU(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._d)
 
+    def keys(self) -> list[K]:
+        """The entries' keys, least recently used first."""
+        return list(self._d)
+
     def values(self) -> list[V]:
         """The entries' values, least recently used first."""
         return list(self._d.values())
