@@ -11,8 +11,9 @@ two workloads are drawn before any timing, with one seed:
 and each model predicts them one `predict` at a time and with `predict_many` in batches of
 `batch`. Every round starts with the pipeline's caches empty (engine.costmodel.features.clear_caches:
 loop-nest placements and regions, feature rows, the analytic terms, the trees' row scores)
-and they stay warm within the round; the median rate of the rounds is reported with the
-slowest and fastest. `features` is what the learned models spend before inference (loop
+and they stay warm within the round (the dropped caches are collected before the clock
+starts: a full collection of the previous round's garbage made a round ~10x slower); the
+median rate of the rounds is reported with the slowest and fastest. `features` is what the learned models spend before inference (loop
 nest with validation, then the feature arrays), one schedule at a time.
 
 Edit latency is what the app does when a schedule is edited (app/model/edits.py, then
@@ -25,6 +26,7 @@ clock and (`cpu_*`) this process's CPU time.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import statistics
@@ -111,6 +113,7 @@ def _rate(
         F.clear_caches(p)
         if start is not None:
             run([start])
+        gc.collect()  # the caches just dropped are garbage of the reset, not of the round
         t, c = time.perf_counter(), time.process_time()
         run(scheds)
         out.append(len(scheds) / (time.perf_counter() - t))
