@@ -168,16 +168,20 @@ class TVMModel(LearnedModel):
         in_batch: dict[int, list] = {}  # a parent earlier in this batch: its entries, keys not yet scored
         missed: dict[tuple, None] = {}
         misses: list[tuple[LoopNest, str, tuple]] = []
+        pending: list[list[int]] = []  # per nest, the positions that may still hold a key
+        pending_of: dict[int, list[int]] = {}
         for nest in built:
             ctx = nest.context
             parent = ctx.parent() if ctx.parent is not None else None
             prev = None if parent is None else in_batch.get(id(parent), parent.derived.get(self._cache_name))
             own = ctx.derived.get(self._cache_name)  # this nest scored before (the app predicts a nest again)
             todo: Iterable[str] = names
+            pend: list[int] = []
             if isinstance(own, list):
                 entries, todo = list(own), ()
             elif isinstance(prev, list) and ctx.dirty is not None:
                 entries, todo = list(prev), ctx.dirty
+                pend = list(pending_of.get(id(parent), ()))  # keys a parent in this batch left
             else:
                 entries = [None] * len(names)
             pls = nest.placements
@@ -193,26 +197,29 @@ class TVMModel(LearnedModel):
                         missed[key] = None
                         misses.append((nest, name, key))
                     entries[k] = key
+                    pend.append(k)
                 else:
                     entries[k] = v
             in_batch[id(ctx)] = entries
+            pending_of[id(ctx)] = pend
             per_nest.append(entries)
+            pending.append(pend)
         scores: dict[tuple, float] = {}
         if misses:
             for key, v in zip(missed, self.raw_scores(F.rows_of(misses)).tolist()):
                 scores[key] = cache.put(key, v)
-        raw: list[float | None] = []
-        for nest, entries in zip(built, per_nest):  # keys become their scores; a later nest may start from these
-            for k, v in enumerate(entries):
+        for nest, entries, pend in zip(built, per_nest, pending):  # keys become their scores; a later nest may start from these
+            for k in pend:
+                v = entries[k]
                 if type(v) is tuple:
-                    entries[k] = v = scores[v]
-                raw.append(v)
+                    entries[k] = scores[v]
             nest.context.derived[self._cache_name] = entries
-        mask = np.array([v is not None for v in raw])
+        raw = np.array(per_nest, dtype=np.float64).ravel()  # None (inlined, not costed) becomes NaN: scores are finite
+        mask = ~np.isnan(raw)
         n = len(names)
         graph = np.repeat(np.arange(len(built)), n)
         ms = np.zeros(len(raw))
-        ms[mask] = np.exp(self.base + np.array([v for v in raw if v is not None]))
+        ms[mask] = np.exp(self.base + raw[mask])
         totals = np.bincount(graph[mask], ms[mask], minlength=len(built))
         stages = np.split(ms, np.arange(n, n * len(built), n))
         return predictions(self.name, p, clip_predictions(totals, stages, self.config).tolist(), stages)
