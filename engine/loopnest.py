@@ -1046,10 +1046,10 @@ class _Nest:
         if owned:
             c = self.c
             if c.reads(e).isdisjoint(inl):
-                k = id(e)
-                hit = c.fixed_lin.get(k)
+                ident = id(e)
+                hit = c.fixed_lin.get(ident)
                 if hit is None:
-                    hit = c.fixed_lin[k] = self._lin(e, inl, clos)
+                    hit = c.fixed_lin[ident] = self._lin(e, inl, clos)
                 return hit
         if isinstance(e, E.Access):
             kids = [self._lin(ix, inl, clos, owned) for ix in e.index]
