@@ -19,9 +19,7 @@ final definition:
   one-iteration footprint (it does not fit, so it is moved once per parent iteration).
 
 The excess over touching everything once (compulsory traffic) at DRAM bandwidth is the
-penalty in ms; a schedule whose reuse fits in cache gets 0, so V alone ranks those. So is
-an intermediate stage's buffer that does not fit in cache (computed at root, say, instead
-of per strip of its consumer): written to DRAM and read back, twice its points' bytes.
+penalty in ms; a schedule whose reuse fits in cache gets 0, so V alone ranks those.
 
 Set conflicts in the L1 data cache (32 KiB: 64 sets of 8 ways, the common x86 L1D) add the
 bytes re-read from L2 because rows that a loop level reuses share a set: rows a multiple of
@@ -249,26 +247,16 @@ def _stages(n: LoopNest, s: Schedule, decided_only: bool) -> list[str]:
     return [name for name in n.placements if not decided_only or name in s.stages]
 
 
-def stage_spill_bytes(nest: LoopNest, stage: str) -> float:
-    """Bytes an intermediate stage's buffer moves to DRAM and back because it does not fit in
-    cache: every point written, then read back (at least once) by its consumers; 0 for an
-    output (its write is compulsory), an inlined stage, or a buffer that fits (one per strip)."""
-    pl = nest.placements[stage]
-    if pl.compute == "inline" or stage in nest.pipeline.outputs or math.prod(pl.allocation) * ELEM_BYTES <= CACHE_BYTES:
-        return 0.0
-    return 2.0 * pl.points_total * ELEM_BYTES
-
-
 def penalty_ms(p: Pipeline, s: Schedule, decided_only: bool = False) -> float:
     """The capacity traffic's time, in ms (a prediction, 0 when reuse fits in cache): what
-    misses L2 (re-reads and intermediate buffers' round trips) at DRAM bandwidth, plus per
+    misses L2 at DRAM bandwidth, plus per
     stage its L1 conflict traffic at the cache bandwidth beyond the time of its arithmetic
     at the peak vector rate on every core."""
     n = build(p, s, check=False)
     peak = SCALAR_GFLOPS * vector_target().lanes * CORES * 1e9
     ms = 0.0
     for name in _stages(n, s, decided_only):
-        ms += (stage_excess_bytes(n, name) + stage_spill_bytes(n, name)) / (DRAM_GBS * 1e9) * 1e3
+        ms += stage_excess_bytes(n, name) / (DRAM_GBS * 1e9) * 1e3
         l1 = stage_conflict_bytes(n, name) / (CACHE_GBS * 1e9)
         if l1 > 0:
             ms += max(0.0, l1 - p.stage(name).flops() / peak) * 1e3
