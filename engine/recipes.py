@@ -527,7 +527,9 @@ def depthwise_block(s: Schedule, p: Pipeline, dw: str, out: str, rows: int = 4, 
     nvec = ceil_div(w, vw)
     if nvec * vw > w and widening_overreads(p, dw, dx, nvec * vw - w):
         raise ValueError(f"{dw}: rounding its rows up to {nvec * vw} would read past an input")
-    rb = fit(rows, h)
+    # Rows that divide the height where one of rows..2*rows does (7 at 7x7 and 14x14: no row
+    # computed twice by a shifted last tile, half the tiles; 384 x 14^2 1.86x -> 1.59x ORT).
+    rb = next((d for d in range(rows, 2 * rows + 1) if h % d == 0), fit(rows, h))
     yo = f"{oy}o"
     S(s, out).split(oy, yo, oy, rb).reorder(ox, oy, yo, oc).vectorize(ox, fit(vw, w)).parallel(oc)
     S(s, dw).compute_at(out, yo).split(dx, dx, f"{dx}_v", vw, tail="round_up").vectorize(f"{dx}_v")

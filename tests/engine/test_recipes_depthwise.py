@@ -53,6 +53,8 @@ def test_a_depthwise_conv_with_a_pointwise_consumer_is_blocked_per_tile(target):
         assert _directive(pl.schedule, "dw", "split", True, inner="x_v").factor == vw
         assert _directive(pl.schedule, "dw", "split", False, inner="x_v").tail == "round_up"  # the tile buffer's own rows
         assert _directive(pl.schedule, "dw", "compute_at", False).consumer == "act"
+        # Tiles of 4 rows, or of 5-8 rows that divide the height (7 at 14 and 7: none computed twice).
+        assert _directive(pl.schedule, "act", "split", False, outer="yo").factor == (4 if out_w >= 28 else 7)
         # The padding per channel plane, in 128-bit vectors (its edge vectors are gathers).
         assert _directive(pl.schedule, "dw_pad", "compute_at", False).loop == "c"
         assert _directive(pl.schedule, "dw_pad", "vectorize", False).factor == 4
