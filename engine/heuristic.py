@@ -5,7 +5,10 @@ says which rule placed each stage.
 The rules, decided consumers first:
 1. Anchors: a conv2d or matmul whose values are all consumed, at the same point, by a
    chain of pointwise stages of its shape is register-blocked at tiles of the last stage
-   of that chain (the anchor); the stages in between are inlined into the anchor.
+   of that chain (the anchor); the stages in between are inlined into the anchor. A
+   matmul whose B is worth packing (recipes.packed_rhs: a contiguous B larger than L1,
+   read by at least 4 row blocks) runs in column panels instead, B copied per panel
+   through a wrapper (matmul_panels); others in row panels (matmul_block).
 2. Inlining: a pointwise stage that is not an output is inlined when inlining computes
    each of its values once (or, for a cheap stage of at most one flop reading no inlined
    stage and read by no reduction, at most CHEAP_REUSE times: a product feeding a 3x3
@@ -21,7 +24,9 @@ The rules, decided consumers first:
 4. Root: a pointwise stage in parallel strips of rows, vectorized along its innermost
    dim; a conv register-blocked in its own buffer (conv_root_rows where its rows may
    round up to whole vectors, else conv_root_block); a matmul
-   accumulating in its own buffer (dense_output); any other reduction
+   accumulating in its own buffer (dense_output), or, where packing B pays
+   (recipes.packed_rhs), in column panels of exact register blocks with B packed per
+   panel (matmul_panels_root); any other reduction
    vectorized along its innermost non-trivial pure dim (reduction loops outside the
    vector, small windows unrolled), parallel along an outer one.
 Every rule is applied tentatively: if the schedule stops validating (or the rule's own
@@ -48,6 +53,9 @@ from .recipes import (
     dividing,
     fit,
     matmul_block,
+    matmul_panels,
+    matmul_panels_root,
+    packed_rhs,
     pad_lanes,
     strips,
     vector_target,
@@ -255,6 +263,12 @@ class _Heuristic:
                 self.rules[b] = f"register-blocked at tiles of {a} with {r} (conv_block)"
         elif p.stage(r).op == "depthwise_conv2d":
             strip, recipe = depthwise_block(self.s, p, r, a, target=self.vt), "depthwise_block"
+        elif packed_rhs(p, r, self.vt) is not None:
+            # B packed per column panel; A is read whole per panel, so its producers go to root.
+            matmul_panels(self.s, p, r, a, target=self.vt)
+            self.host[a] = self.host[r] = None
+            self.rules[r] = f"register-blocked at tiles of {a}, B packed per panel (matmul_panels)"
+            return f"root, column panels; {r} register-blocked per block (matmul_panels)"
         else:
             panel = fit(64, max(8, shape[-2] // 4))  # at least 4 row panels where rows allow
             strip, recipe = matmul_block(self.s, p, r, a, panel=panel, target=self.vt), "matmul_block"
@@ -335,6 +349,13 @@ class _Heuristic:
             self.host[n] = (n, loop) if loop == st.dims[-2].name else None
             return f"root, conv register-blocked in its own buffer ({recipe}), parallel along {loop}"
         if st.is_reduction and st.op == "matmul" and len(st.dims) >= 2 and len(st.rdom) == 1:
+            if packed_rhs(p, n, self.vt) is not None:
+                try:  # B packed, blocks that tile the update exactly (A's producers at root: read whole per panel)
+                    loop = matmul_panels_root(self.s, p, n, target=self.vt)
+                    self.host[n] = None
+                    return f"root, matmul in column panels along {loop}, B packed per panel (matmul_panels_root)"
+                except ValueError:
+                    pass
             self.host[n] = (n, dense_output(self.s, p, n, target=self.vt))
             return "root, matmul accumulating in its own buffer (dense_output)"
         if st.is_reduction:

@@ -321,16 +321,59 @@ def matmul_panels(s: Schedule, p: Pipeline, prod: str, out: str, parallel: bool 
     return jo
 
 
-def packed_block(vt: VectorTarget) -> tuple[int, int]:
+def matmul_panels_root(s: Schedule, p: Pipeline, f: str, parallel: bool = True, target: str | VectorTarget | None = None) -> str:
+    """Matmul `f[.., i, j] (+)= A[.., i, k] * B[.., k, j]` with no pointwise consumer to be
+    blocked at (a graph output, or a fused QKV projection that several matmuls read):
+    computed at root in its own buffer, with B packed and the update in column panels of
+    register blocks as in `matmul_panels`. The packed copy is computed at the update's panel
+    loop (Halide's compute_at at a Func with an update means its last definition's loops).
+    LLVM keeps a root buffer's accumulators in memory across the k loop (a load and a store
+    per FMA, as in dense_output), so k is split by ROOT_KUNROLL, unrolled inside the block
+    and just outside the vector: each accumulator takes that many FMAs in a row through a
+    register (1024^3 on Zen 4, 1 thread, CPU time: 24 ms, against 59 ms with k outside the
+    block, 92 ms dense_output and 20 ms for matmul_panels at a consumer; AVX2: 48, 89 and
+    30 ms). Halide's rfactor would give the block a buffer of its own (registers) but the
+    schedule language has no rfactor. The update can have no tails (rounded up it writes
+    or reads past a buffer, shifted inwards it adds twice), so the block's rows divide m
+    and its vectors the row's: ValueError when no such block has MIN_PACKED_ACCUMULATORS.
+    Producers of A are needed whole per panel (at root). Returns the update's panel loop."""
+    vt = vector_target(target)
+    m, n = p.shape_of(f)[-2:]
+    i, j, k = _dim(p, f, -2), _dim(p, f, -1), p.stage(f).rdom[0].name
+    vw = dividing(vt.lanes, n)
+    rows, vecs = packed_block(vt, m, n // vw)
+    if vw < vt.lanes or rows * vecs < MIN_PACKED_ACCUMULATORS:
+        raise ValueError(f"{f!r}: no register block of full vectors divides its {m} x {n} output")
+    cb, jo, ji, io, ii, ku = vecs * vw, f"{j}o", f"{j}i", f"{i}o", f"{i}i", f"{k}_u"
+    S(s, f).compute_root().vectorize(j, vw)
+    u = S(s, f).update().split(j, jo, ji, cb).split(ji, ji, f"{ji}_v", vw).split(i, io, ii, rows)
+    u.split(k, k, ku, dividing(ROOT_KUNROLL, p.stage(f).rdom[0].extent))
+    u.reorder(f"{ji}_v", ku, ji, ii, k, io, jo).vectorize(f"{ji}_v").unroll(ku).unroll(ji).unroll(ii)
+    if parallel:
+        u.parallel(jo)
+    b = _matmul_rhs(p, f)
+    S(s, f).wrap(b).compute_at(f, jo).vectorize(wrapper_dims(p, Wrapper(b, f))[-1].name, vw)
+    return jo
+
+
+ROOT_KUNROLL = 4  # 1024^3 as above, 4 x 4 zmm: 4 -> 24 ms, 8 -> 30, 16 -> 42 (8 x 2: 4 -> 36, 8 -> 28)
+MIN_PACKED_ACCUMULATORS = 8  # independent FMA chains that hide the FMA latency (4 cycles x 2 ports)
+
+
+def packed_block(vt: VectorTarget, rows_divide: int | None = None, vecs_divide: int | None = None) -> tuple[int, int]:
     """(rows, vectors) of `matmul_panels`' register block: the most FMAs per load (rows*vecs
     FMAs per vecs loads and rows broadcasts) whose accumulators, loaded vectors and a
     broadcast fit the vector registers, at most 24 accumulators; ties to more rows. AVX-512:
     6 x 4 zmm (24 + 4 + 1 of 32); AVX2: 4 x 3 ymm (12 + 3 + 1: all 16). Packed 1024^3 on
     Zen 4, 1 thread, CPU time: AVX-512 6 x 4 107 GFLOP/s, 4 x 6 100, 5 x 5 97, 8 x 2 102-104;
-    AVX2 4 x 3 96-100, 6 x 2 93, 4 x 2 87 (3 x 4 spilled: 37)."""
+    AVX2 4 x 3 96-100, 6 x 2 93, 4 x 2 87 (3 x 4 spilled: 37). `rows_divide`, `vecs_divide`:
+    only rows dividing the one, vectors dividing the other (a block that tiles an update
+    exactly: matmul_panels_root)."""
     best = (0.0, 1, 1)
     for vecs in range(1, vt.registers):
         for rows in range(1, MAX_ACCUMULATORS // vecs + 1):
+            if (rows_divide and rows_divide % rows) or (vecs_divide and vecs_divide % vecs):
+                continue
             if rows * vecs + vecs + 1 <= vt.registers:
                 best = max(best, (rows * vecs / (rows + vecs), rows, vecs))
     return best[1], best[2]
@@ -340,13 +383,55 @@ MAX_ACCUMULATORS = 24  # of a packed matmul's block: 5 x 5 zmm (25) measured 10%
 
 
 def _matmul_rhs(p: Pipeline, prod: str) -> str:
-    """The right-hand operand of matmul `prod`: what its update reads at (.., k, j)."""
+    """The right-hand operand of matmul `prod` that a wrapper can pack: read once by the
+    update, contiguous along the output's columns (its last index is j plus batch terms or a
+    constant: a row-major B, or a column slice of one, as an attention head's V) and along k
+    in another index, i nowhere. ValueError otherwise (a transposed B, as Q.K^T's K: a copy
+    keeps the source's layout, so its columns would still be strided; or a source read twice,
+    which one wrapper would copy for both reads)."""
     st = p.stage(prod)
-    k, j = E.Var(st.rdom[0].name), E.Var(st.dims[-1].name)
-    for a in E.accesses(st.update) if st.update is not None else []:
-        if a.index[-2:] == (k, j):
+    if st.update is None or len(st.rdom) != 1 or len(st.dims) < 2:
+        raise ValueError(f"{prod!r} is not a matmul (one reduction over k, at least two dims)")
+    k, i, j = st.rdom[0].name, st.dims[-2].name, st.dims[-1].name
+    batch = {d.name for d in st.dims[:-2]}
+    reads = E.accesses(st.update)
+    for a in reads:
+        forms = [E.affine(ix) for ix in a.index]
+        if any(f is None for f in forms) or len({x.index for x in reads if x.source == a.source}) != 1:
+            continue
+        last, inner = forms[-1], forms[:-1]
+        assert last is not None
+        if last[0].get(j) != 1 or not set(last[0]) <= batch | {j}:
+            continue
+        ks = [f for f in inner if f is not None and k in f[0]]
+        if len(ks) == 1 and ks[0][0][k] == 1 and all(f is not None and not ({i, j} & set(f[0])) for f in inner):
             return a.source
-    raise ValueError(f"{prod!r} reads nothing at [.., {k.name}, {j.name}]: not a matmul")
+    raise ValueError(f"{prod!r} reads no operand contiguous along {j!r} and indexed by {k!r}: nothing to pack")
+
+
+PACK_MIN_ROW_BLOCKS = 4  # a packed panel is read by at least this many row blocks (the copy is one more pass over B)
+PACK_MIN_BYTES = 32 * 1024  # B (per batch) larger than an L1 data cache: smaller, it stays in L1 in its own layout
+
+
+def packed_rhs(p: Pipeline, prod: str, target: str | VectorTarget | None = None) -> str | None:
+    """The operand `matmul_panels` packs for matmul `prod` when packing pays, else None.
+    The copy costs one pass over B (a load and a store per element); it saves, per row block
+    after the first, re-reading a k x (vecs*lanes) strip of B whose rows are n floats apart
+    (4 KiB at n = 1024: the strip's lines share few L1 sets, and each row is another page).
+    So it pays when the panel is read by PACK_MIN_ROW_BLOCKS row blocks or more and B does
+    not fit L1 anyway (PACK_MIN_BYTES: a small B stays cached whatever its layout, as an
+    attention head's 64 x 128 K or V), with at least one full vector of columns."""
+    vt = vector_target(target)
+    try:
+        b = _matmul_rhs(p, prod)
+    except ValueError:
+        return None
+    st = p.stage(prod)
+    m, n, k = st.shape[-2], st.shape[-1], st.rdom[0].extent
+    rows, _ = packed_block(vt)
+    if n < vt.lanes or m < PACK_MIN_ROW_BLOCKS * rows or 4 * k * n <= PACK_MIN_BYTES:
+        return None
+    return b
 
 
 def conv_blocking(

@@ -26,7 +26,7 @@ import numpy as np
 from . import expr as E
 from . import halide_backend as HB
 from .ir import Input, Pipeline, Stage, canonical_hash
-from .schedule import Schedule, ScheduleError, StageSchedule, effective_consumers, validate, writes_in_bounds
+from .schedule import Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
 
 SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
 MAX_SEGMENT_STAGES = 24  # consecutive one-off stages are grouped up to this many per compile
@@ -138,7 +138,9 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
         upd = rename(s.update) if s.update is not None else None
         stages.append(Stage(ren[n], s.dims, rename(s.value), s.rdom, upd, s.reduce, s.op))
     cp = Pipeline("segment", ins, stages, [ren[n] for n in seg.outputs])
-    cs = Schedule({ren[n]: _renamed(sched.of(n), ren) for n in seg.stages}, sched.name)
+    # The wrappers its stages read (their sources are its stages or inputs, their placements its loops).
+    wraps = [renamed_wrapper(w, ren) for w in sched.wrappers.values() if w.consumer in seg.stages]
+    cs = Schedule({ren[n]: _renamed(sched.of(n), ren) for n in seg.stages}, sched.name, {w.name: w for w in wraps})
     body = {"p": cp.to_json(), "s": cs.to_json()}
     body["p"].pop("name", None)
     body["s"].pop("name", None)
@@ -155,6 +157,12 @@ def canonical_form(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pip
 def renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
     """`ss` with the consumers its compute_at / store_at name renamed by `ren`."""
     return _renamed(ss, ren)
+
+
+def renamed_wrapper(w: Wrapper, ren: dict[str, str]) -> Wrapper:
+    """Wrapper `w` with its source, consumer and the stage its compute_at names renamed by `ren`."""
+    pure = tuple(replace(d, consumer=ren[d.consumer]) if d.consumer is not None else d for d in w.pure)
+    return Wrapper(ren[w.source], ren[w.consumer], pure)
 
 
 def _renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
@@ -274,7 +282,7 @@ def lower(p: Pipeline, sched: Schedule, segmented: bool | None = None, max_stage
     else as one Halide pipeline."""
     if segmented is None:
         segmented = len(p.stages) >= SEGMENT_MIN_STAGES
-    if not segmented or sched.wrappers:  # segments do not carry wrapper stages: lowered whole, the schedule as given
+    if not segmented:
         return HB.lower(p, sched)
     validate(p, sched)
     parts = []

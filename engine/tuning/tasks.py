@@ -19,9 +19,11 @@ from ..schedule import Schedule, ScheduleError, validate
 
 @dataclass(frozen=True)
 class Occurrence:
-    """Where a task occurs: canonical stage name -> real stage name (canonical order)."""
+    """Where a task occurs: canonical stage name -> real stage name (canonical order), and
+    canonical input name -> real input or stage (what a wrapper of an input is renamed by)."""
 
     names: tuple[tuple[str, str], ...]
+    inputs: tuple[tuple[str, str], ...] = ()
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -73,8 +75,9 @@ def extract_tasks(p: Pipeline, sched: Schedule) -> list[Task]:
         key = cp.content_hash()
         task = tasks.get(key)
         if task is None:
-            task = tasks[key] = Task(len(tasks), key, cp, Schedule(dict(cs.stages), f"task {len(tasks)}"))
-        task.occurrences.append(Occurrence(tuple((c, names[c]) for c in (s.name for s in cp.stages))))
+            task = tasks[key] = Task(len(tasks), key, cp, Schedule(dict(cs.stages), f"task {len(tasks)}", dict(cs.wrappers)))
+        stages, inputs = (tuple((c, names[c]) for c in cs) for cs in ([s.name for s in cp.stages], [i.name for i in cp.inputs]))
+        task.occurrences.append(Occurrence(stages, inputs))
     return list(tasks.values())
 
 
@@ -88,9 +91,15 @@ def apply_tasks(p: Pipeline, base: Schedule, tasks: list[Task], chosen: dict[str
         if s is None:
             continue
         for occ in t.occurrences:
-            ren = dict(occ.names)
+            ren = dict(occ.names) | dict(occ.inputs)
             for canon, real in occ.names:
                 out.stages[real] = segments.renamed(s.of(canon), ren)
+            # The occurrence's wrappers are the task schedule's (packed copies its stages read), renamed.
+            reals = set(occ.stages)
+            out.wrappers = {k: w for k, w in out.wrappers.items() if w.consumer not in reals}
+            for w in s.wrappers.values():
+                rw = segments.renamed_wrapper(w, ren)
+                out.wrappers[rw.name] = rw
     validate(p, out)
     return out
 
@@ -105,4 +114,4 @@ def transfer(s: Schedule, task: Task) -> Schedule | None:
         validate(task.pipeline, s)
     except (ScheduleError, ValueError):
         return None
-    return Schedule(dict(s.stages), task.start.name)
+    return Schedule(dict(s.stages), task.start.name, dict(s.wrappers))

@@ -93,7 +93,7 @@ def test_every_stage_gets_a_rule_and_the_recipes_apply_where_they_should():
     assert set(pl.rules) == {s.name for s in zoo.get("resnet_block", "small").stages}
     assert "conv_block" in pl.rules["conv1"] and "conv_block" in pl.rules["output"]
     assert pl.rules["bn1"].startswith("inline") and pl.rules["conv1_pad"].startswith("at relu1.")
-    assert "matmul_block" in plan(zoo.get("matmul", "small")).rules["prod"]
+    assert "matmul_panels" in plan(zoo.get("matmul", "small")).rules["prod"]  # B (64 KiB) packed: tests/engine/test_heuristic_packing.py
     assert "dense_output" in plan(zoo.get("mlp", "small")).rules["fc3"]  # an output can't be computed at a tile
     tl = plan(api.load_pipeline(str(MODELS[0].parent / "transformer_layer.onnx")))
     # GELU reads fc1 twice (x * (1 + erf(x / sqrt 2)) / 2): the whole diamond is inlined into its last stage.

@@ -1,0 +1,102 @@
+"""The heuristic packs imported matmuls' B through wrappers where it pays (recipes.packed_rhs):
+matmul_panels at a pointwise consumer, matmul_panels_root without one; the old recipes where
+packing can't apply. Whole-model tuning's tasks and the segments carry the wrappers."""
+
+import numpy as np
+
+from engine import halide_backend as HB
+from engine import segments
+from engine.heuristic import heuristic_schedule, plan
+from engine.ops import Builder
+from engine.recipes import VectorTarget, packed_rhs
+from engine.schedule import Schedule
+from engine.tuning import apply_tasks, extract_tasks
+
+AVX512 = VectorTarget("x86-64-linux-avx-avx2-avx512-fma", 16, 32)
+
+
+def layers(m: int, k: int, n: int, count: int = 1, b_transposed: bool = False, tail: bool = True):
+    """`count` dense layers of one shape (bias, GELU-free ReLU tail unless `tail` is False on the last)."""
+    b = Builder("layers", "test")
+    x = b.input("x", (m, k))
+    for c in range(count):
+        w = b.input(f"w{c}", (n, k) if b_transposed else (k, n), -0.1, 0.1)
+        bias = b.input(f"b{c}", (n,))
+        x = b.matmul(f"fc{c}", x, w, bias, b_transposed=b_transposed)
+        if tail or c < count - 1:
+            x = b.activation(f"relu{c}", x, "relu")
+    return b.build([x])
+
+
+def run(p, s: Schedule, arrays: dict, segmented: bool = False) -> np.ndarray:
+    low = segments.lower(p, s, segmented=segmented)
+    low.compile()
+    keep = low.bind(arrays)
+    outs = HB.output_arrays(p)
+    if isinstance(low, segments.Segmented):
+        low.runner(outs)()
+    else:
+        HB.make_runner(low, outs)()
+    del keep
+    return outs[p.outputs[0]]
+
+
+def reference(p, arrays: dict, count: int, relu_last: bool) -> np.ndarray:
+    x = arrays["x"].astype(np.float64)
+    for c in range(count):
+        x = x @ arrays[f"w{c}"].astype(np.float64) + arrays[f"b{c}"]
+        if relu_last or c < count - 1:
+            x = np.maximum(x, 0)
+    return x
+
+
+def inputs(p) -> dict:
+    rng = np.random.default_rng(0)
+    return {i.name: rng.uniform(i.low, i.high, i.shape).astype(np.float32) for i in p.inputs}
+
+
+def test_heuristic_packs_a_bert_sized_layer_and_it_verifies():
+    # 128 tokens, 256 -> 768 (a BERT layer's shape, k cut for test time): at a ReLU (matmul_panels),
+    # and as the graph's output with no consumer (matmul_panels_root: the copy at the update's panel loop)
+    for tail, recipe in ((True, "(matmul_panels)"), (False, "(matmul_panels_root)")):
+        p = layers(128, 256, 768, tail=tail)
+        pl = plan(p, AVX512)
+        rule = pl.rules["fc0"]
+        assert recipe in rule, rule
+        (w,) = pl.schedule.wrappers.values()
+        assert (w.source, w.consumer) == ("w0", "fc0")
+        s = heuristic_schedule(p)  # the host's target, to run here
+        assert s.wrappers
+        arrays = inputs(p)
+        np.testing.assert_allclose(run(p, s, arrays), reference(p, arrays, 1, tail), rtol=1e-4, atol=1e-4)
+
+
+def test_no_packing_where_it_cannot_pay_or_apply():
+    # B within L1 (32 x 64 floats), too few rows for 4 row blocks, and a transposed B (its copy keeps the layout)
+    for p in (layers(128, 32, 64), layers(8, 256, 256), layers(128, 256, 256, b_transposed=True)):
+        assert packed_rhs(p, "fc0", AVX512) is None
+        pl = plan(p, AVX512)
+        assert "matmul_block" in pl.rules["fc0"] and not pl.schedule.wrappers, pl.rules["fc0"]
+    # a root matmul whose columns are no whole number of vectors: no exact block, dense_output
+    p = layers(128, 256, 100, tail=False)
+    assert packed_rhs(p, "fc0", VectorTarget("x86-64-linux-avx-avx2-fma", 8, 16)) is not None
+    pl = plan(p, VectorTarget("x86-64-linux-avx-avx2-fma", 8, 16))
+    assert "dense_output" in pl.rules["fc0"] and not pl.schedule.wrappers
+
+
+def test_tasks_and_segments_carry_the_wrappers():
+    p = layers(64, 128, 128, count=2)  # two identical layers: one task, two occurrences
+    s = heuristic_schedule(p)
+    assert set(s.wrappers) == {"w0_in_fc0", "w1_in_fc1"}
+    tasks = extract_tasks(p, s)
+    (task,) = [t for t in tasks if t.weight == 2]
+    (tw,) = task.start.wrappers.values()
+    assert tw.consumer in task.start.stages and tw.source in {i.name for i in task.pipeline.inputs}
+    bare = Schedule(dict(s.stages), s.name)  # the base without wrappers: applying the tasks puts them back
+    back = apply_tasks(p, bare, tasks, {t.key: t.start for t in tasks}, name=s.name)
+    assert back.wrappers == s.wrappers and back.stages == s.stages
+    assert Schedule.loads(back.dumps()).wrappers == s.wrappers  # the database's JSON round trip
+    arrays = inputs(p)
+    low = segments.lower(p, s, segmented=True)
+    assert isinstance(low, segments.Segmented) and all(pt.schedule.wrappers for pt in low.parts if "fc" in str(pt.names.values()))
+    np.testing.assert_allclose(run(p, s, arrays, segmented=True), reference(p, arrays, 2, True), rtol=1e-4, atol=1e-4)
