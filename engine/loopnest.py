@@ -446,6 +446,14 @@ def _compose_group(g: tuple, env: dict[str, _Aff]) -> tuple:
     indices substituted for its variables: `_compose` of each member, whose constants all
     shift by the same amount."""
     terms, vs, lo, hi = g
+    subs = [env[v] for v in vs]
+    if all(r.kind == "var" for r in subs):  # a renaming (a pointwise or stencil read): no shift, multiples kept
+        acc: dict[str, tuple[int, int]] = {}
+        for v, pp, nn in terms:
+            u = env[v].terms[0][0]
+            p0, n0 = acc.get(u, (0, 0))
+            acc[u] = (p0 + pp, n0 + nn)
+        return tuple(sorted((u, pp, nn) for u, (pp, nn) in acc.items())), frozenset(r.terms[0][0] for r in subs), lo, hi
     shift = sum((pp - nn) * env[v].c for v, pp, nn in terms)
     t = _lincomb(0, ((env[v], pp, nn) for v, pp, nn in terms), frozenset().union(*(env[v].variables for v in vs)))
     return t.terms, t.variables, lo + shift, hi + shift
