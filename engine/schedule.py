@@ -316,8 +316,8 @@ class Wrapper:
     and loop directives; no placement given: computed at root). Computed at a tile loop of
     the consumer, it is a packed, tile-local buffer (a GEMM's packed panel of B); it never
     changes a value. Its loops are named as `consumer` indexes `source` when that access
-    is plain distinct variables (prod's `B[k, j]`: loops k, j), else after the source's own
-    dims (a stage) or d0, d1, ... (an input); outermost first, as a stage's dims are."""
+    is plain distinct variables (prod's `B[k, j]`: loops k, j), else d0, d1, ...
+    (`wrapper_dims`); outermost first, as a stage's dims are."""
 
     source: str
     consumer: str
@@ -702,7 +702,9 @@ def validate(p: Pipeline, sched: Schedule) -> None:
 def wrapper_dims(p: Pipeline, w: Wrapper) -> tuple[Dim, ...]:
     """The wrapper's dims, outermost first: the source's extents, named as the consumer's
     accesses index the source when they all do so alike with distinct plain variables,
-    else after the source's dims (a stage) or d0, d1, ... (an input)."""
+    else d0, d1, ... (a stage's own dim names would not do: segments and whole-model tasks
+    cut a model so that a source stage becomes an input of the piece, and the wrapper's
+    directives must name the same loops there)."""
     shape = p.shape_of(w.source)
     indices = {a.index for ex in p.stage(w.consumer).exprs() for a in E.accesses(ex) if a.source == w.source}
     if len(indices) == 1:
@@ -710,8 +712,6 @@ def wrapper_dims(p: Pipeline, w: Wrapper) -> tuple[Dim, ...]:
         names = [ix.name for ix in index if isinstance(ix, E.Var)]
         if len(names) == len(shape) and len(set(names)) == len(names):
             return tuple(Dim(n, e) for n, e in zip(names, shape))
-    if w.source in p.stage_map:
-        return p.stage(w.source).dims
     return tuple(Dim(f"d{k}", e) for k, e in enumerate(shape))
 
 

@@ -4,12 +4,14 @@ packing can't apply. Whole-model tuning's tasks and the segments carry the wrapp
 
 import numpy as np
 
+from engine import expr as E
 from engine import halide_backend as HB
 from engine import segments
 from engine.heuristic import heuristic_schedule, plan
+from engine.ir import Dim, Pipeline, Stage
 from engine.ops import Builder
 from engine.recipes import VectorTarget, packed_rhs
-from engine.schedule import Schedule
+from engine.schedule import Schedule, wrapper_dims
 from engine.tuning import apply_tasks, extract_tasks
 
 AVX512 = VectorTarget("x86-64-linux-avx-avx2-avx512-fma", 16, 32)
@@ -100,3 +102,23 @@ def test_tasks_and_segments_carry_the_wrappers():
     low = segments.lower(p, s, segmented=True)
     assert isinstance(low, segments.Segmented) and all(pt.schedule.wrappers for pt in low.parts if "fc" in str(pt.names.values()))
     np.testing.assert_allclose(run(p, s, arrays, segmented=True), reference(p, arrays, 2, True), rtol=1e-4, atol=1e-4)
+
+
+def test_a_packed_slice_of_a_stage_keeps_its_loops_when_the_stage_becomes_a_segment_input():
+    # attention's P @ V: V a column slice of a stage (an access that is not plain variables),
+    # and the stage an input of the matmul's segment: the wrapper's loops are d0, d1 either way
+    b = Builder("attn", "test")
+    x, w = b.input("x", (128, 64)), b.input("w", (64, 384), -0.1, 0.1)
+    v = b.matmul("qkv", x, w)
+    probs = b.input("probs", (128, 128))
+    i, j, k = E.Var("i"), E.Var("j"), E.Var("k")
+    upd = E.BinOp("*", E.Access(probs, (i, k)), E.Access(v, (k, E.BinOp("+", j, E.Const(256)))))
+    pv = Stage("pv", (Dim("i", 128), Dim("j", 128)), E.Const(0.0), (Dim("k", 128),), upd, "sum", "matmul")
+    p0 = b.build([v])
+    p = Pipeline("attn", p0.inputs, [*p0.stages, pv], ["pv"])
+    s = heuristic_schedule(p)
+    assert "qkv_in_pv" in s.wrappers and "matmul_panels_root" in plan(p).rules["pv"]
+    assert [d.name for d in wrapper_dims(p, s.wrappers["qkv_in_pv"])] == ["d0", "d1"]
+    arrays = inputs(p)
+    ref = arrays["probs"].astype(np.float64) @ (arrays["x"].astype(np.float64) @ arrays["w"])[:, 256:]
+    np.testing.assert_allclose(run(p, s, arrays, segmented=True), ref, rtol=1e-4, atol=1e-4)
