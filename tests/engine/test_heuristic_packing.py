@@ -60,13 +60,16 @@ def inputs(p) -> dict:
 def test_heuristic_packs_a_bert_sized_layer_and_it_verifies():
     # 128 tokens, 256 -> 768 (a BERT layer's shape, k cut for test time): at a ReLU (matmul_panels),
     # and as the graph's output with no consumer (matmul_panels_root: the copy at the update's panel loop)
-    for tail, recipe in ((True, "(matmul_panels)"), (False, "(matmul_panels_root)")):
-        p = layers(128, 256, 768, tail=tail)
+    # and 37 rows (prime: the root update's last row block guarded, not a 1-row block)
+    for m, tail, recipe in ((128, True, "(matmul_panels)"), (128, False, "(matmul_panels_root)"), (37, False, "(matmul_panels_root)")):
+        p = layers(m, 256, 768, tail=tail)
         pl = plan(p, AVX512)
         rule = pl.rules["fc0"]
         assert recipe in rule, rule
         (w,) = pl.schedule.wrappers.values()
         assert (w.source, w.consumer) == ("w0", "fc0")
+        rows = [d for d in pl.schedule.of("fc0").update if d.kind == "split" and d.loop == "i"]
+        assert not rows or rows[0].factor >= 4  # a register block of several rows (6 on AVX-512)
         s = heuristic_schedule(p)  # the host's target, to run here
         assert s.wrappers
         arrays = inputs(p)
