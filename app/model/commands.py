@@ -41,18 +41,26 @@ def _where(stage: str, update: bool) -> str:
     return f"{stage}{'.update' if update else ''}"
 
 
+def _edit_text(doc: Document, after: Schedule, text: str) -> str:
+    """`text`, and the packed copies (wrappers) the edit dropped, so the undo list says so."""
+    dropped = edits.dropped_wrappers(doc.schedule, after)
+    return text + (f"; {', '.join(w.label for w in dropped)} dropped" if dropped else "")
+
+
 class AddDirective(ScheduleCommand):
     def __init__(self, doc: Document, stage: str, update: bool, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.add(doc.pipeline, doc.schedule, stage, update, d)
-        super().__init__(doc, after, f"{_where(stage, update)}: add {format_directive(d)}", stage=stage, validated=True)
+        text = f"{_where(stage, update)}: add {format_directive(d)}"
+        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
 
 
 class EditDirective(ScheduleCommand):
     def __init__(self, doc: Document, stage: str, update: bool, index: int, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.replace(doc.pipeline, doc.schedule, stage, update, index, d)
-        super().__init__(doc, after, f"{_where(stage, update)}: #{index} → {format_directive(d)}", stage=stage, validated=True)
+        text = f"{_where(stage, update)}: #{index} → {format_directive(d)}"
+        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
 
 
 class RemoveDirective(ScheduleCommand):
@@ -60,7 +68,8 @@ class RemoveDirective(ScheduleCommand):
         assert doc.pipeline is not None
         old = edits.directives(doc.schedule, stage, update)[index]
         after = edits.remove(doc.pipeline, doc.schedule, stage, update, index)
-        super().__init__(doc, after, f"{_where(stage, update)}: remove {format_directive(old)}", stage=stage, validated=True)
+        text = f"{_where(stage, update)}: remove {format_directive(old)}"
+        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
 
 
 class MoveDirective(ScheduleCommand):
@@ -69,7 +78,8 @@ class MoveDirective(ScheduleCommand):
         d = edits.directives(doc.schedule, stage, update)[index]
         after = edits.move(doc.pipeline, doc.schedule, stage, update, index, delta)
         word = "up" if delta < 0 else "down"
-        super().__init__(doc, after, f"{_where(stage, update)}: move {format_directive(d)} {word}", stage=stage, validated=True)
+        text = f"{_where(stage, update)}: move {format_directive(d)} {word}"
+        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
 
 
 class QuickAction(ScheduleCommand):
@@ -77,7 +87,19 @@ class QuickAction(ScheduleCommand):
         assert doc.pipeline is not None
         label, _tip, fn = edits.QUICK_ACTIONS[action]
         after = fn(doc.pipeline, doc.schedule, stage, update)
-        super().__init__(doc, after, f"{_where(stage, update)}: {label.lower()}", stage=stage, validated=True)
+        text = f"{_where(stage, update)}: {label.lower()}"
+        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+
+
+class RemoveWrapper(ScheduleCommand):
+    """Remove a packed copy (wrapper `name`): its consumer reads the source itself again."""
+
+    def __init__(self, doc: Document, name: str) -> None:
+        assert doc.pipeline is not None
+        w = doc.schedule.wrappers.get(name)
+        after = edits.remove_wrapper(doc.pipeline, doc.schedule, name)
+        assert w is not None  # remove_wrapper refused an unknown name
+        super().__init__(doc, after, f"{w.consumer}: remove packed copy {w.label}", stage=w.consumer, validated=True)
 
 
 class UseSchedule(ScheduleCommand):

@@ -4,6 +4,7 @@ undoable commands (commands.py) and the editor's form both go through these."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +17,11 @@ from engine.schedule import (
     Kind,
     Schedule,
     ScheduleError,
+    Wrapper,
     definition_loops,
     validate,
+    validate_stages,
+    validate_wrappers,
 )
 
 VECTOR_WIDTH = 8  # float32 lanes of AVX2; vectorize_innermost splits by this
@@ -39,14 +43,58 @@ def parse(stage: str, update: bool, obj: Any, index: int) -> Directive:
 
 
 def with_directives(p: Pipeline, s: Schedule, stage: str, update: bool, new: list[Directive]) -> Schedule:
-    """A copy of `s` with one definition's directives replaced; validated against `p`."""
+    """A copy of `s` with one definition's directives replaced; validated against `p`. The
+    wrappers (packed copies) the change leaves invalid are dropped (`dropped_wrappers` says
+    which): moving or re-splitting a wrapped stage must not be refused for its copy's sake."""
     ss = s.of(stage).with_definition(update, new)
     out = s.with_stage(stage, ss)
     if not ss.pure and not ss.update:
         del out.stages[stage]
-    validate(p, out)
+    out = _without_broken_wrappers(p, s, out)
     if out.content_hash() == s.content_hash():  # e.g. "Root" on a stage already at root: no undo step for nothing
         raise ScheduleError(stage, "this edit changes nothing")
+    return out
+
+
+def _wrapper_holds(p: Pipeline, s: Schedule, w: Wrapper) -> bool:
+    try:  # the wrappers are checked one by one (each against the stages alone), so one is checked apart
+        validate_wrappers(p, dataclasses.replace(s, wrappers={w.name: w}))
+    except ScheduleError:
+        return False
+    return True
+
+
+def _without_broken_wrappers(p: Pipeline, before: Schedule, out: Schedule) -> Schedule:
+    """`out` validated, less the wrappers that held in `before` and fail in `out` (the edit
+    broke them). A stage the edit itself makes invalid, or a wrapper that was already
+    invalid, is the engine's error as usual."""
+    validate_stages(p, out)
+    try:
+        validate_wrappers(p, out)
+        return out
+    except ScheduleError:
+        broken = [k for k, w in out.wrappers.items() if not _wrapper_holds(p, out, w)]
+        if any(k not in before.wrappers or not _wrapper_holds(p, before, before.wrappers[k]) for k in broken):
+            raise
+    kept = out.copy()
+    for k in broken:
+        del kept.wrappers[k]
+    validate(p, kept)
+    return kept
+
+
+def dropped_wrappers(before: Schedule, after: Schedule) -> list[Wrapper]:
+    """The wrappers of `before` that `after` no longer has, by name."""
+    return [w for k, w in sorted(before.wrappers.items()) if k not in after.wrappers]
+
+
+def remove_wrapper(p: Pipeline, s: Schedule, name: str) -> Schedule:
+    """A copy of `s` without wrapper `name` (its consumer reads the source itself again); validated."""
+    if name not in s.wrappers:
+        raise ScheduleError(name, "no such packed copy (wrapper) in this schedule")
+    out = s.copy()
+    del out.wrappers[name]
+    validate(p, out)
     return out
 
 
