@@ -14,9 +14,11 @@ from PySide6.QtWidgets import (
     QDialog,
     QFrame,
     QGroupBox,
+    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QScrollArea,
     QSizePolicy,
     QTabBar,
@@ -26,12 +28,12 @@ from PySide6.QtWidgets import (
 )
 
 from engine.api import InputError
-from engine.schedule import ScheduleError, format_directive
+from engine.schedule import ScheduleError, Wrapper, format_directive
 
 from .directive_form import DirectiveForm
 from .flow_row import FlowRow
 from .model import edits
-from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, ScheduleCommand
+from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, RemoveWrapper, ScheduleCommand
 from .model.document import Document
 from .teaching.explain_view import Explanation, explanation_for, show_explanation
 from .wheel_guard import guard_wheel
@@ -55,6 +57,17 @@ class ScheduleEditor(QWidget):
         self.heading = QLabel()
         self.heading.setStyleSheet("font-weight: bold")
         self.heading.setWordWrap(True)
+        # The packed copies (wrappers) the stage reads, listed in the heading, are removed here:
+        # nothing else in the editor reaches them.
+        self.packed_menu = QMenu(self)
+        self.packed = _button("Packed copy ▾")
+        self.packed.setObjectName("packed_copies")
+        self.packed.setToolTip("The packed copies (wrappers) this stage reads: remove one so the stage reads its source directly")
+        self.packed_menu.aboutToShow.connect(self._fill_packed_menu)  # filled on opening: an action never outlives its schedule
+        self.packed.setMenu(self.packed_menu)
+        self.packed.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.packed.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px }")  # the ▾ in the text says it
+        self.packed.hide()
         self.quick: dict[str, QToolButton] = {}
         for key, (label, tip, _fn) in edits.QUICK_ACTIONS.items():
             b = _button(label)
@@ -137,7 +150,11 @@ class ScheduleEditor(QWidget):
         self.top = QWidget()
         top = QVBoxLayout(self.top)
         top.setContentsMargins(6, 4, 6, 0)
-        top.addWidget(self.heading)
+        head = QHBoxLayout()
+        head.setContentsMargins(0, 0, 0, 0)
+        head.addWidget(self.heading, 1)
+        head.addWidget(self.packed, 0, Qt.AlignmentFlag.AlignTop)
+        top.addLayout(head)
         top.addWidget(self.quick_row)
         top.addWidget(self.error_box)
         top.addWidget(self.why)
@@ -222,8 +239,10 @@ class ScheduleEditor(QWidget):
         if stage in p.outputs:
             kind = "output " + kind
         heading = f"{stage}  ·  {s.op} {kind}  ·  computed {self.doc.placement_text(stage)}"
-        for w in (w for w in self.doc.schedule.wrappers.values() if w.consumer == stage):  # its packed copies
+        packed = self.packed_copies()
+        for w in packed.values():
             heading += f"  ·  reads {w.source} through {w.label}: {'; '.join(map(format_directive, w.pure)) or 'compute_root'}"
+        self.packed.setVisible(bool(packed))
         self.heading.setText(heading)
         QTimer.singleShot(0, self._fit_top)  # the heading may wrap to another number of lines
         row = self.list.currentRow()
@@ -322,6 +341,23 @@ class ScheduleEditor(QWidget):
             return False
         stage, update = self.stage, self.is_update and key not in ("inline", "root")
         return self._push(lambda: QuickAction(self.doc, stage, update, key))
+
+    def packed_copies(self) -> dict[str, Wrapper]:
+        """The wrappers the shown stage reads, by name."""
+        return {k: w for k, w in sorted(self.doc.schedule.wrappers.items()) if w.consumer == self.stage}
+
+    @Slot()
+    def _fill_packed_menu(self) -> None:
+        self.packed_menu.clear()
+        for name, w in self.packed_copies().items():
+            act = self.packed_menu.addAction(f"Remove packed copy {w.label}")
+            act.setObjectName(f"remove_{name}")
+            act.setToolTip(f"{w.consumer} reads {w.source} itself again (undoable)")
+            act.triggered.connect(lambda _=False, n=name: self.remove_wrapper(n))
+
+    def remove_wrapper(self, name: str) -> bool:
+        """Remove packed copy `name` (one undoable step)."""
+        return self._push(lambda: RemoveWrapper(self.doc, name))
 
     @Slot()
     def begin_add(self) -> None:

@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MainWindow
 from app.model import edits
 from engine import zoo
-from engine.schedule import ScheduleError, default_schedule, definition_loops, final_loops, validate
+from engine.schedule import Kind, Schedule, ScheduleError, default_schedule, definition_loops, final_loops, validate
 
 
 @pytest.fixture
@@ -339,3 +339,59 @@ def test_heading_shows_the_packed_copy_a_stage_reads(open_window) -> None:
     assert "reads B through B.in(prod): compute_at(consumer=C, loop=jo); vectorize(loop=j" in w.editor.heading.text()
     w.select_stage("C")
     assert "reads" not in w.editor.heading.text()
+
+
+def test_an_edit_that_breaks_a_packed_copy_drops_it_and_undo_restores_it(open_window) -> None:
+    w = open_window("matmul", "hand")  # B.in(prod) is computed at C.jo, inside which prod is computed
+    doc = w.doc
+    before = doc.schedule.to_json()
+    w.select_stage("prod")
+    assert w.editor.quick_action("root"), w.editor.error.text()  # prod at root: no longer inside C.jo
+    assert "B_in_prod" not in doc.schedule.wrappers and doc.schedule.of("prod").compute().kind == Kind.COMPUTE_ROOT
+    validate(doc.pipeline, doc.schedule)
+    assert w.undo_stack.undoText() == "prod: root; B.in(prod) dropped"
+    assert not w.editor.packed.isVisibleTo(w.editor) and "reads B" not in w.editor.heading.text()
+    w.undo_stack.undo()
+    assert doc.schedule.to_json() == before and w.editor.packed.isVisibleTo(w.editor)
+    # Through C's loops: removing the reorder that put jo outermost breaks the copy too.
+    w.select_stage("C")
+    w.editor.list.setCurrentRow(2)
+    w.editor.remove_selected()
+    assert "B_in_prod" not in doc.schedule.wrappers and w.undo_stack.undoText().endswith("; B.in(prod) dropped")
+    w.undo_stack.undo()
+    assert doc.schedule.to_json() == before
+    # An edit invalid for its own reasons is still refused with its message, and nothing changes.
+    w.editor.list.setCurrentRow(0)  # the split that makes the reorder's ji
+    w.editor.remove_selected()
+    assert "stage 'C' directive #1 reorder" in w.editor.error.text() and "no loop 'ji'" in w.editor.error.text()
+    assert doc.schedule.to_json() == before and w.undo_stack.index() == 0
+
+
+def test_unrelated_edits_keep_the_packed_copy(open_window) -> None:
+    w = open_window("matmul", "hand")
+    w.select_stage("C")
+    w.editor.list.setCurrentRow(7)  # parallel(jo)
+    w.editor.remove_selected()
+    assert "B_in_prod" in w.doc.schedule.wrappers and w.undo_stack.undoText() == "C: remove parallel(loop=jo)"
+
+
+def test_remove_packed_copy_from_the_heading_menu_is_undoable(open_window) -> None:
+    w = open_window("matmul", "hand")
+    doc = w.doc
+    before = doc.schedule.to_json()
+    w.select_stage("prod")
+    assert w.editor.packed.isVisibleTo(w.editor) and w.editor.packed.text() == "Packed copy ▾"
+    w.editor.packed_menu.aboutToShow.emit()  # what opening the menu does
+    (act,) = w.editor.packed_menu.actions()
+    assert act.text() == "Remove packed copy B.in(prod)"
+    act.trigger()
+    assert doc.schedule.wrappers == {} and doc.schedule.stages == Schedule.from_json(before).stages
+    assert w.undo_stack.undoText() == "prod: remove packed copy B.in(prod)"
+    assert "reads B" not in w.editor.heading.text() and not w.editor.packed.isVisibleTo(w.editor)
+    w.undo_stack.undo()
+    assert doc.schedule.to_json() == before and "reads B through B.in(prod)" in w.editor.heading.text()
+    w.undo_stack.redo()
+    assert doc.schedule.wrappers == {}
+    # A stage that reads no packed copy offers none.
+    w.select_stage("C")
+    assert not w.editor.packed.isVisibleTo(w.editor)
