@@ -282,8 +282,8 @@ def _pipeline(v: Any) -> Pipeline:
 
 
 def _schedule_or_reason(v: Any, path: str) -> tuple[Schedule, str]:
-    """A schedule read from the file. A directive that is not even an object is a damaged
-    file (ProjectError naming its path); one that is an object but not a directive this
+    """A schedule read from the file. A directive (of a stage or a wrapper) that is not even
+    an object is a damaged file (ProjectError naming its path); one that is an object but not a directive this
     version reads (another version's) does not refuse the project: an empty stand-in and
     the reason come back, and the caller keeps the JSON so that a save loses nothing.
     Whether a readable schedule applies to the pipeline is `_invalid_reason`'s question."""
@@ -294,6 +294,11 @@ def _schedule_or_reason(v: Any, path: str) -> tuple[Schedule, str]:
             directives = sd.get(part) if isinstance(sd, dict) else None
             for k, x in enumerate(directives if isinstance(directives, list) else ()):
                 _object(x, f"{path}.stages.{name}.{part}[{k}]")
+    wrappers = obj.get("wrappers")
+    for j, w in enumerate(wrappers if isinstance(wrappers, list) else ()):
+        directives = w.get("pure") if isinstance(w, dict) else None
+        for k, x in enumerate(directives if isinstance(directives, list) else ()):
+            _object(x, f"{path}.wrappers[{j}].pure[{k}]")
     try:
         return Schedule.from_json(obj), ""
     except ScheduleError as exc:

@@ -508,3 +508,19 @@ def test_a_schedule_this_version_cannot_read_opens_as_an_invalid_variant_and_is_
     assert future in again["variants"][1]["schedule"]["stages"]["blur_x"]["pure"]  # saved back as it was
     assert any(v["schedule"]["stages"].get("blur_x") == {"pure": [future]} for v in again["variants"])
     w.close()
+
+
+def test_a_wrapper_directive_that_is_not_an_object_is_named_with_its_path(open_window, tmp_path: Path) -> None:
+    w = open_window("matmul", "hand")  # its schedule carries B.in(prod)
+    path = tmp_path / "packed.sxproj"
+    assert w.projects.save_as(path)
+    good = json.loads(path.read_text())
+    assert good["schedule"]["wrappers"][0]["consumer"] == "prod"
+    assert project.load(path).schedule.wrappers == w.doc.schedule.wrappers  # it reads back whole
+    bad = tmp_path / "bad.sxproj"
+    d = copy.deepcopy(good)
+    d["schedule"]["wrappers"][0]["pure"][1] = 7
+    assert _load_error(bad, d) == f"{bad}: schedule.wrappers[0].pure[1]: expected an object, got 7"
+    d = copy.deepcopy(good)
+    d["variants"][0]["schedule"]["wrappers"][0]["pure"] = [["compute_root"]]
+    assert _load_error(bad, d) == f"{bad}: variants[0].schedule.wrappers[0].pure[0]: expected an object, got ['compute_root']"
