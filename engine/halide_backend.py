@@ -64,6 +64,9 @@ class Lowered:
     compiled_for: str | None = None
     schedule_source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # A wrapper's Halide name (`Bs_in_prod$0`, an input's `A_im_in_prod$0`) -> its consumer: the
+    # profiler reports a copy's time under that name, and it is charged to the consumer.
+    wrapper_consumers: dict[str, str] = field(default_factory=dict)
 
     def output_funcs(self) -> list[hl.Func]:
         return [self.funcs[o] for o in self.pipeline.outputs]
@@ -79,7 +82,7 @@ class Lowered:
         return make_runner(self, outs)
 
     def profile_totals(self, text: str) -> dict[str, float]:
-        return parse_profile(text, [s.name for s in self.pipeline.stages])
+        return parse_profile(text, [s.name for s in self.pipeline.stages], self.wrapper_consumers)
 
 
 # --- algorithm ---------------------------------------------------------------------------
@@ -197,7 +200,8 @@ def apply_schedule(low: Lowered, sched: Schedule) -> None:
             except hl.HalideError as exc:
                 raise ScheduleError(s.name, _halide_message(exc), d, k) from None
     for _, w in sorted(sched.wrappers.items()):
-        low.extra.setdefault("wrappers", {})[w.name] = _apply_wrapper(low, w, var_maps)
+        f = low.extra.setdefault("wrappers", {})[w.name] = _apply_wrapper(low, w, var_maps)
+        low.wrapper_consumers[f.name()] = w.consumer  # whole: a second lowering in a process names it `Bs$1_in_prod$1$0`
 
 
 def _apply_wrapper(low: Lowered, w: Wrapper, var_maps: dict[tuple[str, bool], dict[str, Any]]) -> hl.Func:
@@ -349,14 +353,18 @@ def check_outputs(p: Pipeline, outs: dict[str, np.ndarray]) -> None:
             raise ValueError(f"output {o!r}: needs a C-contiguous float32 array of shape {p.stage(o).shape}")
 
 
-def parse_profile(text: str, stage_names: list[str]) -> dict[str, float]:
-    """Sum per-Func milliseconds over all of Halide's profiler reports in `text`."""
+def parse_profile(text: str, stage_names: list[str], wrapper_consumers: dict[str, str] | None = None) -> dict[str, float]:
+    """Sum per-Func milliseconds over all of Halide's profiler reports in `text`. A wrapper's
+    copies (`wrapper_consumers`: its Halide name -> consumer) count as its consumer's time:
+    the copy is part of how the consumer is scheduled, and per-stage views and the database
+    key times by stage, so a copy's time is neither dropped nor spread over other stages."""
     totals = {s: 0.0 for s in stage_names}
+    charge = wrapper_consumers or {}
     for line in text.splitlines():
         m = _PROFILE_LINE.match(line)
         if not m:
             continue
-        name = m.group(1).split("$")[0]
+        name = charge.get(m.group(1)) or m.group(1).split("$")[0]
         if name in totals:
             totals[name] += float(m.group(2))
     return totals

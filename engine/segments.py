@@ -270,7 +270,8 @@ class Segmented:
         for chunk in text.split(_MARKER)[1:]:
             head, _, body = chunk.partition("\n")
             pt = self.parts[int(head)]
-            for canon, ms in HB.parse_profile(body, list(pt.names)).items():
+            # The part's own Lowered: it knows its wrappers' Halide names (their copies' time).
+            for canon, ms in self._compiled[pt.key].profile_totals(body).items():
                 real = pt.names[canon]
                 if real in totals:
                     totals[real] += ms
