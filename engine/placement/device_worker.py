@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import segments
 from ..ir import Input, Pipeline
-from ..schedule import Schedule
+from ..schedule import Schedule, ScheduleError
 from ..worker import die_with_parent
 
 _MSG = struct.Struct("<i")  # one node index per message; a 4-byte pipe write is atomic
@@ -54,6 +54,19 @@ def attach(name: str) -> shared_memory.SharedMemory:
 
 def view(shm: shared_memory.SharedMemory, offset: int, shape: list[int]) -> np.ndarray:
     return np.ndarray(tuple(shape), dtype=np.float32, buffer=shm.buf, offset=offset)
+
+
+def one_stage(p: Pipeline, sched: Schedule, n: str) -> tuple[Pipeline, Schedule]:
+    """Stage `n` as its own pipeline (what it reads are inputs), with its schedule and the
+    wrappers it reads through: a copy is part of how `n` is scheduled, and without them a
+    device would measure another schedule than the one given."""
+    srcs = p.stage(n).sources()
+    wraps = {k: w for k, w in sched.wrappers.items() if w.consumer == n}
+    for w in wraps.values():
+        if w.source not in srcs:  # validation refuses it; say so here too rather than lower a schedule without it
+            raise ScheduleError(w.label, f"{n!r} does not read {w.source!r}, so its one-stage pipeline has nothing to copy")
+    sub = Pipeline(p.name, [Input(x, p.shape_of(x)) for x in srcs], [p.stage(n)], [n])
+    return sub, Schedule({n: sched.of(n)}, sched.name, wraps)
 
 
 class DeviceWorker:
@@ -94,18 +107,16 @@ class DeviceWorker:
         self.compile_s = 0.0
         for i in self.local:
             n = order[i]
-            s = p.stage(n)
-            srcs = s.sources()
             binds = {}
-            for x in srcs:
+            for x in p.stage(n).sources():
                 if x in p.input_map:  # resident on every device: a private copy made once
                     binds[x] = arrays.setdefault(f"input:{x}", np.array(slot(f"in:{x}")))
                 elif place[index[x]] == me:
                     binds[x] = arrays[x]
                 else:
                     binds[x] = slot(f"slot:{x}@{me}")
-            sub = Pipeline(p.name, [Input(x, p.shape_of(x)) for x in srcs], [s], [n])
-            seg = segments.lower(sub, Schedule({n: sched.of(n)}), segmented=True)
+            sub, sub_sched = one_stage(p, sched, n)
+            seg = segments.lower(sub, sub_sched, segmented=True)
             self.compile_s += seg.compile()
             seg.bind(binds)
             self.runs[i] = seg.runner({n: arrays[n]})

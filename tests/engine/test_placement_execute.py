@@ -12,10 +12,11 @@ from engine import expr as E
 from engine import zoo
 from engine.ir import Pipeline
 from engine.placement.calibrate import measured_link
+from engine.placement.device_worker import one_stage
 from engine.placement.devices import local_cores, local_profile
 from engine.placement.execute import ExecEvent, ExecutionError, LocalDevices, VerificationError, measured_costs, run_placement
 from engine.placement.graph import from_pipeline
-from engine.schedule import S, Schedule
+from engine.schedule import S, Schedule, ScheduleError, Wrapper, validate
 
 pytestmark = pytest.mark.skipif(len(local_cores()) < 2, reason="needs two CPU cores to place across")
 
@@ -137,3 +138,20 @@ def test_wrong_outputs_raise_instead_of_giving_a_time(devices):
     with pytest.raises(VerificationError, match="outputs do not match the reference"):
         devices.run(bad, [0, 1], rounds=1, warmup=1)
     assert devices.run(p, [0, 1], rounds=1, warmup=1).verified  # the devices are still usable
+
+
+def test_a_stages_wrappers_go_with_it_to_its_device(devices):
+    # matmul: prod (reads A, B) then C; prod reads B through a copy made per row block.
+    p = zoo.get("matmul", "small")
+    s = Schedule(name="wrapped")
+    S(s, "prod").update().split("i", "io", "ii", 16)
+    S(s, "prod").wrap("B").compute_at("prod", "io")
+    sub, sub_sched = one_stage(p, s, "prod")
+    assert [i.name for i in sub.inputs] == ["A", "B"] and sub_sched.wrappers == s.wrappers  # measured as given
+    validate(sub, sub_sched)
+    assert one_stage(p, s, "C")[1].wrappers == {}  # C reads no copy
+    stray = Schedule(dict(s.stages), s.name, {"A_in_C": Wrapper("A", "C")})
+    with pytest.raises(ScheduleError, match=r"'C' does not read 'A'"):
+        one_stage(p, stray, "C")
+    run = devices.run(p, [0, 1], rounds=1, warmup=1, schedule=s)
+    assert run.verified
