@@ -43,7 +43,18 @@ from . import loopnest
 from . import loops as L
 from .expr import affine
 from .ir import Pipeline, Stage
-from .schedule import COMPUTE_ROOT, Directive, Kind, Schedule, StageSchedule, effective_consumers, final_loops, validate
+from .schedule import (
+    COMPUTE_ROOT,
+    Directive,
+    Kind,
+    Schedule,
+    ScheduleError,
+    StageSchedule,
+    effective_consumers,
+    final_loops,
+    validate,
+    validate_wrappers,
+)
 
 Location = tuple[str, ...]  # ("root",), ("inline",) or ("at", consumer, loop)
 VECTOR_WIDTHS = (4, 8, 16)
@@ -495,5 +506,20 @@ def mutate(p: Pipeline, s: Schedule, rng: random.Random | np.random.Generator, n
             sched.stages[st] = prev  # immutable: shared, not copied
         else:
             sched.stages[st] = decide(p, sched, st, r)
+    carry_wrappers(p, s, sched)
     validate(p, sched)
     return sched
+
+
+def carry_wrappers(p: Pipeline, parent: Schedule, child: Schedule) -> None:
+    """Give `child` (rebuilt stage by stage from `parent`) each of the parent's wrappers
+    that still validates with the child's stages: a search seeded with a packed schedule
+    keeps exploring packed ones. One whose consumer or placement loop changed is dropped
+    (the sampler makes no wrappers of its own)."""
+    for k, w in sorted(parent.wrappers.items()):
+        trial = Schedule(child.stages, child.name, {**child.wrappers, k: w})
+        try:
+            validate_wrappers(p, trial)
+        except ScheduleError:
+            continue
+        child.wrappers[k] = w

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from engine import api, loopnest, zoo
+from engine import halide_backend as HB
 from engine.costmodel.dataset import candidates
+from engine.heuristic import heuristic_schedule
 from engine.measure import Runner
+from engine.ops import Builder
 from engine.randpipe import random_pipeline
 from engine.sampler import locations, mutate, sample_schedule
 from engine.schedule import S, Schedule, validate
@@ -98,3 +101,26 @@ def test_regression_a_stage_read_with_two_index_patterns():
     s = next(itertools.islice(candidates(p, 300), 1, None))
     assert s.of("matmul_2").compute().kind == "compute_at"
     assert all(d.tail == "guard_with_if" for d in s.of("matmul_2").update if d.factor is not None)
+
+
+def test_a_mutant_keeps_the_seeds_wrappers_that_still_apply():
+    # Two packed dense layers (the heuristic's w0.in(fc0) at relu0.jo, w1.in(fc1) at relu1.jo):
+    # a mutation that leaves a wrapper's consumer and placement stage alone keeps the wrapper,
+    # so a search seeded with the packed schedule explores packed schedules.
+    b = Builder("layers", "two packed dense layers")
+    x = b.input("x", (64, 128))
+    for c in range(2):
+        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
+    p = b.build([x])
+    s = heuristic_schedule(p)
+    assert set(s.wrappers) == {"w0_in_fc0", "w1_in_fc1"}
+    kept = 0
+    for seed in range(12):
+        m = mutate(p, s, random.Random(seed))
+        for k, w in s.wrappers.items():
+            untouched = m.of(w.consumer) == s.of(w.consumer) and m.of(w.compute().consumer) == s.of(w.compute().consumer)
+            assert not untouched or m.wrappers.get(k) == w, (seed, k)
+            kept += k in m.wrappers
+        if seed < 2:  # a kept wrapper lowers and compiles with the mutant's stages
+            HB.compile_jit(HB.lower(p, m))
+    assert kept >= 12  # at least one wrapper on average
