@@ -31,7 +31,10 @@ from typing import Any
 
 import numpy as np
 
-os.environ.setdefault("HL_NUM_THREADS", "1")
+# --clock cpu times this thread's CPU time (time.thread_time): Halide's worker threads' time
+# would be missing, so Halide runs on this thread (set before halide is imported; main refuses
+# any other value for that clock).
+HL_THREADS = os.environ.setdefault("HL_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -176,6 +179,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.clock == "cpu" and HL_THREADS != "1":
+        ap.error(f"--clock cpu times this thread's CPU time, so Halide must run on it alone: HL_NUM_THREADS={HL_THREADS} (unset or 1)")
     from engine import api  # noqa: PLC0415
     from engine.halide_backend import target_string  # noqa: PLC0415
 
@@ -184,6 +189,7 @@ def main() -> None:
         by_root = {r: schedules(r, paths) for r in args.roots}
         labels = {r: Path(r).name or r for r in args.roots}
         result: dict[str, Any] = {"target": target_string(), "clock": args.clock, "rounds": args.rounds, "load_start": os.getloadavg()}
+        result["hl_num_threads"] = 1  # cpu: this process's (checked above); wall: Runner(1)'s workers
         for c, path in paths.items():
             p = api.load_pipeline(str(path))
             scheds = {labels[r]: by_root[r][c] for r in args.roots}

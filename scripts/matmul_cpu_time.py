@@ -4,7 +4,7 @@ jobs, wall-clock medians also count the time the scheduler gives to them, CPU ti
 (cache sharing still shows). One thread, in this process, rounds interleaved, every output
 checked against a float64 product; the FMA peak is measured the same way, before and after.
 
-Usage: HL_NUM_THREADS=1 [HL_JIT_TARGET=...] .venv/bin/python scripts/matmul_cpu_time.py [ROUNDS] [OUT.json]
+Usage: [HL_JIT_TARGET=...] .venv/bin/python scripts/matmul_cpu_time.py [ROUNDS] [OUT.json]
 """
 
 import json
@@ -14,13 +14,19 @@ import time
 
 import numpy as np
 
-from engine import halide_backend as HB
-from engine import zoo
-from engine.bench import peak as PK
-from engine.bench.kernels import unpacked_matmul  # the control the bench runs too
-from engine.hand_schedules import hand_schedule
-from engine.measure import host_fingerprint
-from engine.recipes import packed_block, vector_target
+# time.thread_time counts this thread alone: Halide's worker threads' time would be missing,
+# so Halide runs on this thread (set before halide is imported; any other value is refused).
+HL_THREADS = os.environ.setdefault("HL_NUM_THREADS", "1")
+if HL_THREADS != "1":
+    raise SystemExit(f"HL_NUM_THREADS={HL_THREADS}: this script times this thread's CPU time, so Halide must run on it alone (unset or 1)")
+
+from engine import halide_backend as HB  # noqa: E402
+from engine import zoo  # noqa: E402
+from engine.bench import peak as PK  # noqa: E402
+from engine.bench.kernels import unpacked_matmul  # noqa: E402  # the control the bench runs too
+from engine.hand_schedules import hand_schedule  # noqa: E402
+from engine.measure import host_fingerprint  # noqa: E402
+from engine.recipes import packed_block, vector_target  # noqa: E402
 
 
 def main(rounds: int, out: str | None) -> None:
@@ -54,6 +60,7 @@ def main(rounds: int, out: str | None) -> None:
     peak = max(peaks)
     result = {
         "host": host_fingerprint(), "target": HB.target_string(), "block": packed_block(vector_target()), "load_1min": loads,
+        "hl_num_threads": int(HL_THREADS), "clock": "time.thread_time (this thread's CPU time)",
         "fma_peak_gflops": peaks, "rounds": rounds,
         "kernels": {
             label: {"best_cpu_ms": 1e3 * min(t), "median_cpu_ms": 1e3 * float(np.median(t)), "best_gflops": flops / min(t) / 1e9,
