@@ -33,7 +33,16 @@ from engine.schedule import ScheduleError, Wrapper, format_directive
 from .directive_form import DirectiveForm
 from .flow_row import FlowRow
 from .model import edits
-from .model.commands import AddDirective, EditDirective, MoveDirective, QuickAction, RemoveDirective, RemoveWrapper, ScheduleCommand
+from .model.commands import (
+    AddDirective,
+    EditDirective,
+    MoveDirective,
+    QuickAction,
+    RemoveDirective,
+    RemoveWrapper,
+    ScheduleCommand,
+    StageEdit,
+)
 from .model.document import Document
 from .teaching.explain_view import Explanation, explanation_for, show_explanation
 from .wheel_guard import guard_wheel
@@ -42,6 +51,7 @@ ERROR_COLOR = "#c62828"
 ERROR_LINES = 6  # the message bar's most lines; a longer message scrolls inside it
 ERROR_BACKGROUND = "rgba(198, 40, 40, 0.10)"  # a tint that reads on the light and the dark theme
 MUTED = "color: palette(placeholder-text)"
+NOTE_STYLE = "background: rgba(25, 118, 210, 0.10); border: 1px solid #1976d2; border-radius: 3px; padding: 3px"
 
 
 class ScheduleEditor(QWidget):
@@ -141,6 +151,13 @@ class ScheduleEditor(QWidget):
         self.error_box.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.error_box.setWidget(self.error)
         self.error_box.hide()
+        # What an accepted edit also did (a packed copy it dropped): said where the user clicked.
+        self.note = QLabel()
+        self.note.setObjectName("editor_note")
+        self.note.setWordWrap(True)
+        self.note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.note.setStyleSheet(NOTE_STYLE)
+        self.note.hide()
         self.placeholder = QLabel("Select a stage (in the graph or the stage list) to edit its schedule.")
         self.placeholder.setWordWrap(True)
         self.placeholder.setStyleSheet(MUTED)
@@ -157,6 +174,7 @@ class ScheduleEditor(QWidget):
         top.addLayout(head)
         top.addWidget(self.quick_row)
         top.addWidget(self.error_box)
+        top.addWidget(self.note)
         top.addWidget(self.why)
         top.addWidget(self.definition)
         top.addWidget(self.button_row)
@@ -222,6 +240,7 @@ class ScheduleEditor(QWidget):
         if self.stage is not None and (p is None or self.stage not in p.stage_map):
             self.stage = None
         self.close_form()  # its choices were computed for the schedule as it was
+        self.note.hide()  # it told what the last edit did: an undo or another schedule makes it stale
         self.refresh()
 
     @Slot()
@@ -280,6 +299,15 @@ class ScheduleEditor(QWidget):
             return False
         self.stack.push(cmd)  # runs redo(): the document changes and every view follows
         self.clear_error()
+        dropped = cmd.dropped if isinstance(cmd, StageEdit) else []
+        if dropped:
+            said = " ".join(
+                f"Dropped {w.label}, the packed copy of {w.source} that {w.consumer} read: this change left it invalid ({why})."
+                for w, why in dropped
+            )
+            self.note.setText(f"{said} Undo brings it back.")
+            self.note.show()
+            self._fit_top()
         return True
 
     def show_error(self, message: str, refusal: Exception | None = None) -> None:
@@ -296,6 +324,7 @@ class ScheduleEditor(QWidget):
         return show_explanation(self, self.explanation) if self.explanation is not None else None
 
     def clear_error(self) -> None:
+        self.note.hide()
         self.explanation = None
         self.why.hide()
         self.error.clear()

@@ -41,54 +41,61 @@ def _where(stage: str, update: bool) -> str:
     return f"{stage}{'.update' if update else ''}"
 
 
-def _edit_text(doc: Document, after: Schedule, text: str) -> str:
-    """`text`, and the packed copies (wrappers) the edit dropped, so the undo list says so."""
-    dropped = edits.dropped_wrappers(doc.schedule, after)
-    return text + (f"; {', '.join(w.label for w in dropped)} dropped" if dropped else "")
+class StageEdit(ScheduleCommand):
+    """An edit of one stage's directives. The packed copies (wrappers) it left invalid, which
+    the edit dropped, are in `dropped` (each with why it no longer fits) and in the text,
+    so the undo list says so ("prod: root; B.in(prod) dropped")."""
+
+    def __init__(self, doc: Document, after: Schedule, text: str, stage: str) -> None:
+        assert doc.pipeline is not None
+        self.dropped = [(w, edits.wrapper_problem(doc.pipeline, after, w)) for w in edits.dropped_wrappers(doc.schedule, after)]
+        if self.dropped:
+            text += f"; {', '.join(w.label for w, _ in self.dropped)} dropped"
+        super().__init__(doc, after, text, stage=stage, validated=True)
 
 
-class AddDirective(ScheduleCommand):
+class AddDirective(StageEdit):
     def __init__(self, doc: Document, stage: str, update: bool, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.add(doc.pipeline, doc.schedule, stage, update, d)
         text = f"{_where(stage, update)}: add {format_directive(d)}"
-        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+        super().__init__(doc, after, text, stage)
 
 
-class EditDirective(ScheduleCommand):
+class EditDirective(StageEdit):
     def __init__(self, doc: Document, stage: str, update: bool, index: int, d: Directive) -> None:
         assert doc.pipeline is not None
         after = edits.replace(doc.pipeline, doc.schedule, stage, update, index, d)
         text = f"{_where(stage, update)}: #{index} → {format_directive(d)}"
-        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+        super().__init__(doc, after, text, stage)
 
 
-class RemoveDirective(ScheduleCommand):
+class RemoveDirective(StageEdit):
     def __init__(self, doc: Document, stage: str, update: bool, index: int) -> None:
         assert doc.pipeline is not None
         old = edits.directives(doc.schedule, stage, update)[index]
         after = edits.remove(doc.pipeline, doc.schedule, stage, update, index)
         text = f"{_where(stage, update)}: remove {format_directive(old)}"
-        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+        super().__init__(doc, after, text, stage)
 
 
-class MoveDirective(ScheduleCommand):
+class MoveDirective(StageEdit):
     def __init__(self, doc: Document, stage: str, update: bool, index: int, delta: int) -> None:
         assert doc.pipeline is not None
         d = edits.directives(doc.schedule, stage, update)[index]
         after = edits.move(doc.pipeline, doc.schedule, stage, update, index, delta)
         word = "up" if delta < 0 else "down"
         text = f"{_where(stage, update)}: move {format_directive(d)} {word}"
-        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+        super().__init__(doc, after, text, stage)
 
 
-class QuickAction(ScheduleCommand):
+class QuickAction(StageEdit):
     def __init__(self, doc: Document, stage: str, update: bool, action: str) -> None:
         assert doc.pipeline is not None
         label, _tip, fn = edits.QUICK_ACTIONS[action]
         after = fn(doc.pipeline, doc.schedule, stage, update)
         text = f"{_where(stage, update)}: {label.lower()}"
-        super().__init__(doc, after, _edit_text(doc, after, text), stage=stage, validated=True)
+        super().__init__(doc, after, text, stage)
 
 
 class RemoveWrapper(ScheduleCommand):

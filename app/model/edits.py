@@ -56,12 +56,17 @@ def with_directives(p: Pipeline, s: Schedule, stage: str, update: bool, new: lis
     return out
 
 
-def _wrapper_holds(p: Pipeline, s: Schedule, w: Wrapper) -> bool:
+def wrapper_problem(p: Pipeline, s: Schedule, w: Wrapper) -> str:
+    """Why wrapper `w` does not fit `s`'s stages, the engine's reason ("" when it does)."""
     try:  # the wrappers are checked one by one (each against the stages alone), so one is checked apart
         validate_wrappers(p, dataclasses.replace(s, wrappers={w.name: w}))
-    except ScheduleError:
-        return False
-    return True
+    except ScheduleError as exc:
+        return exc.reason or str(exc)
+    return ""
+
+
+def _wrapper_holds(p: Pipeline, s: Schedule, w: Wrapper) -> bool:
+    return not wrapper_problem(p, s, w)
 
 
 def _without_broken_wrappers(p: Pipeline, before: Schedule, out: Schedule) -> Schedule:

@@ -350,9 +350,13 @@ def test_an_edit_that_breaks_a_packed_copy_drops_it_and_undo_restores_it(open_wi
     assert "B_in_prod" not in doc.schedule.wrappers and doc.schedule.of("prod").compute().kind == Kind.COMPUTE_ROOT
     validate(doc.pipeline, doc.schedule)
     assert w.undo_stack.undoText() == "prod: root; B.in(prod) dropped"
+    note = w.editor.note.text()  # said in the editor too, with the engine's reason
+    assert w.editor.note.isVisibleTo(w.editor)
+    assert note.startswith("Dropped B.in(prod), the packed copy of B that prod read: this change left it invalid (")
+    assert "'prod' reads the wrapper but is not computed inside C.jo" in note and w.editor.error.isHidden()
     assert not w.editor.packed.isVisibleTo(w.editor) and "reads B" not in w.editor.heading.text()
     w.undo_stack.undo()
-    assert doc.schedule.to_json() == before and w.editor.packed.isVisibleTo(w.editor)
+    assert doc.schedule.to_json() == before and w.editor.packed.isVisibleTo(w.editor) and not w.editor.note.isVisibleTo(w.editor)
     # Through C's loops: removing the reorder that put jo outermost breaks the copy too.
     w.select_stage("C")
     w.editor.list.setCurrentRow(2)
