@@ -18,7 +18,7 @@ from engine import loopnest, zoo
 from engine.costmodel import features as F
 from engine.randpipe import random_pipeline
 from engine.sampler import mutate, sample_schedule
-from engine.schedule import COMPUTE_ROOT, Directive, Kind, StageSchedule
+from engine.schedule import COMPUTE_ROOT, Directive, Kind, ScheduleError, StageSchedule, validate
 
 PIPELINES = [zoo.get(n, "small") for n in ("harris", "unsharp", "resnet_block", "mobilenet_block", "attention")]
 PIPELINES += [random_pipeline(seed, 9, "small") for seed in (4, 11)]
@@ -63,9 +63,10 @@ def test_warm_memos_equal_a_cold_build_over_inline_toggles(p):
     warm = []
     for s in _toggling_chain(p, rng):
         try:
-            nest = loopnest.build(p, s)
-        except Exception:  # noqa: BLE001  # an inlined stage a compute_at producer needed: not a schedule
+            validate(p, s)
+        except ScheduleError:  # an inlined stage a compute_at producer needed: not a schedule
             continue
+        nest = loopnest.build(p, s)  # a valid schedule builds: a crash here (a stale memo) fails the test
         warm.append((s, _summary(nest), F.featurize(nest)))
     assert len(warm) >= 6
     stats = loopnest.cache_stats(p)
