@@ -515,8 +515,11 @@ def carry_wrappers(p: Pipeline, parent: Schedule, child: Schedule) -> None:
     """Give `child` (rebuilt stage by stage from `parent`) each of the parent's wrappers
     that still validates with the child's stages: a search seeded with a packed schedule
     keeps exploring packed ones. One whose consumer or placement loop changed is dropped
-    (the sampler makes no wrappers of its own)."""
+    (the sampler makes no wrappers of its own), and one the child already has is kept as
+    it is (a crossover carries from the parent its consumer's decision came from first)."""
     for k, w in sorted(parent.wrappers.items()):
+        if k in child.wrappers:
+            continue
         trial = Schedule(child.stages, child.name, {**child.wrappers, k: w})
         try:
             validate_wrappers(p, trial)
