@@ -175,9 +175,10 @@ def _conflict_lines(box: tuple[tuple[int, int], ...], shape: tuple[int, ...]) ->
     pitch = [math.prod(shape[k + 1 :]) * ELEM_BYTES for k in range(len(shape))]
     rows = np.zeros(1, dtype=np.int64)
     for k, (lo, hi) in enumerate(box[:-1]):
+        count = rows.size * (hi - lo + 1)
+        if count > L1_SETS * L1_WAYS:  # more rows than L1 has lines: as many lines as rows, at least (counted, not built)
+            return count if (box[-1][1] - box[-1][0] + 1) * 2 <= LINE_FLOATS else 0
         rows = (rows[:, None] + np.arange(lo, hi + 1, dtype=np.int64)[None, :] * pitch[k]).ravel()
-        if rows.size > L1_SETS * L1_WAYS:  # more rows than L1 has lines: as many lines as rows, at least
-            return int(rows.size) if (box[-1][1] - box[-1][0] + 1) * 2 <= LINE_FLOATS else 0
     lo, hi = box[-1]
     first, last = (rows + lo * ELEM_BYTES) // LINE_BYTES, (rows + (hi + 1) * ELEM_BYTES - 1) // LINE_BYTES
     lines = first[:, None] + np.arange(int((last - first).max()) + 1)[None, :]
@@ -253,11 +254,14 @@ def penalty_ms(p: Pipeline, s: Schedule, decided_only: bool = False) -> float:
     stage its L1 conflict traffic at the cache bandwidth beyond the time of its arithmetic
     at the peak vector rate on every core."""
     n = build(p, s, check=False)
-    peak = SCALAR_GFLOPS * vector_target().lanes * CORES * 1e9
+    peak = SCALAR_GFLOPS * vector_target().lanes * 1e9  # one core's; cache bandwidth is per core too
     ms = 0.0
     for name in _stages(n, s, decided_only):
         ms += stage_excess_bytes(n, name) / (DRAM_GBS * 1e9) * 1e3
         l1 = stage_conflict_bytes(n, name) / (CACHE_GBS * 1e9)
         if l1 > 0:
-            ms += max(0.0, l1 - p.stage(name).flops() / peak) * 1e3
+            # Both sides per core, shared by the cores the stage's parallel loops use (as in the
+            # analytic model), so the charge does not depend on how many cores the host has.
+            used = min(CORES, math.prod(lp.extent for lp in n.placements[name].loops if lp.kind == "parallel"))
+            ms += max(0.0, l1 - p.stage(name).flops() / peak) / max(1, used) * 1e3
     return ms

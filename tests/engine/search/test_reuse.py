@@ -90,3 +90,19 @@ def _blocked_matmul() -> Schedule:
     u = S(s, "prod").update().split("k", "ko", "ki", 128).split("i", "i", "i_u", 8).split("j", "j", "j_v", 16).split("j", "j", "j_u", 2)
     u.reorder("j_v", "j_u", "i_u", "ki", "i", "j", "ko").vectorize("j_v").unroll("j_u").unroll("i_u")
     return s
+
+
+def test_conflict_time_does_not_depend_on_the_hosts_core_count(monkeypatch):
+    """Cache time and the arithmetic that hides it are both per core, and shared by the cores
+    a stage's parallel loops use (as in the analytic model): the blocked matmul's B block
+    hides under its FMAs on any host, and the strided max's charge is its one-core time over
+    the cores it uses."""
+    mm, blocked = zoo.get("matmul", "full"), _blocked_matmul()
+    sm, strided = _softmax_max(16)
+    one = None
+    for cores in (1, 2, 64):
+        monkeypatch.setattr(reuse, "CORES", cores)
+        assert reuse.penalty_ms(mm, blocked) == pytest.approx(reuse.excess_bytes(mm, blocked) / (DRAM_GBS * 1e9) * 1e3)
+        charged = reuse.penalty_ms(sm, strided) - reuse.excess_bytes(sm, strided) / (DRAM_GBS * 1e9) * 1e3
+        one = charged if one is None else one
+        assert charged > 0 and charged == pytest.approx(one / cores)
