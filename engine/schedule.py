@@ -388,6 +388,9 @@ class Schedule:
 
     def with_wrapper(self, w: Wrapper) -> Schedule:
         """A copy with wrapper `w` added (or replacing the one of the same source and consumer)."""
+        old = self.wrappers.get(w.name)
+        if old is not None and (old.source, old.consumer) != (w.source, w.consumer):
+            raise ScheduleError(w.label, f"its name {w.name!r} is that of wrapper {old.label}: rename a stage or input")
         out = self.copy()
         out.wrappers[w.name] = w
         return out
@@ -424,8 +427,11 @@ class Schedule:
         wrappers: dict[str, Wrapper] = {}
         for obj in d.get("wrappers", []):
             w = Wrapper.from_json(obj)
-            if w.name in wrappers:
+            other = wrappers.get(w.name)
+            if other is not None and (other.source, other.consumer) == (w.source, w.consumer):
                 raise ScheduleError(w.consumer, f"wraps {w.source!r} twice: one wrapper per source and consumer")
+            if other is not None:
+                raise ScheduleError(w.label, f"its name {w.name!r} is that of wrapper {other.label}: rename a stage or input")
             wrappers[w.name] = w
         return Schedule(stages, str(d.get("name", "")), wrappers)
 
@@ -746,6 +752,8 @@ def validate_wrappers(p: Pipeline, sched: Schedule) -> None:
             raise ScheduleError(w.label, f"no such stage {w.consumer!r} in pipeline {p.name!r} to read the wrapper")
         if w.source not in p.stage_map and w.source not in p.input_map:
             raise ScheduleError(w.label, f"no stage or input {w.source!r} in pipeline {p.name!r} to wrap")
+        if w.name in p.stage_map or w.name in p.input_map:  # its Halide Func would clash with that one
+            raise ScheduleError(w.label, f"its name {w.name!r} is also a stage or input of pipeline {p.name!r}")
         reads = p.stage(w.consumer).sources()
         if w.source not in reads:
             read = ", ".join(sorted(reads)) or "nothing"
@@ -764,6 +772,9 @@ def validate_wrappers(p: Pipeline, sched: Schedule) -> None:
             names = [lp.name for lp in final_loops(p, sched, at)]
             if loop not in names:
                 raise ScheduleError(w.label, f"{at!r} has no loop {loop!r} (its loops: {', '.join(names)})", d, k)
+            msg = init_loop_problem(p, sched, at, w.source, loop) if at == w.consumer else None
+            if msg:
+                raise ScheduleError(w.label, msg, d, k)
             if at != w.consumer and not _computed_inside(p, sched, w.consumer, at, loop):
                 msg = f"{w.consumer!r} reads the wrapper but is not computed inside {at}.{loop}: compute it at a loop of {w.consumer}"
                 raise ScheduleError(w.label, msg, d, k)
@@ -1008,6 +1019,33 @@ def _check_store_race(p: Pipeline, sched: Schedule, stage: str) -> None:
             )
 
 
+def _read_by_init(p: Pipeline, sched: Schedule, consumer: str, source: str) -> bool:
+    """Whether reduction `consumer`'s initial value reads `source`, directly or through inlined stages."""
+    todo, seen = [p.stage(consumer).value], set()
+    while todo:
+        for a in E.accesses(todo.pop()):
+            if a.source == source:
+                return True
+            if a.source in p.stage_map and a.source not in seen and sched.of(a.source).compute().kind == Kind.COMPUTE_INLINE:
+                seen.add(a.source)
+                todo.extend(p.stage(a.source).exprs())
+    return False
+
+
+def init_loop_problem(p: Pipeline, sched: Schedule, consumer: str, source: str, loop: str) -> str | None:
+    """Why `source` (a stage or a wrapper's source) cannot be computed at `consumer`.`loop`
+    when reduction `consumer`'s initial value reads it: the loop must be one its pure
+    definition has too (a loop of the update alone runs after the initial value was made;
+    Halide refuses it only when compiling). None when it can."""
+    if not p.stage(consumer).is_reduction or not _read_by_init(p, sched, consumer, source):
+        return None
+    pure = [lp.name for lp in definition_loops(p, sched, consumer, False)]
+    if loop in pure:
+        return None
+    both = f"a loop of both definitions of {consumer!r} (its pure loops: {', '.join(pure)})"
+    return f"the initial value of {consumer!r} reads {source!r}, so it must be computed at {both}"
+
+
 def _check_location(p: Pipeline, sched: Schedule, stage: str, d: Directive, k: int) -> None:
     def fail(msg: str) -> None:
         raise ScheduleError(stage, msg, d, k)
@@ -1028,6 +1066,9 @@ def _check_location(p: Pipeline, sched: Schedule, stage: str, d: Directive, k: i
         names = [lp.name for lp in final_loops(p, sched, consumer)]
         if d.loop not in names:
             fail(f"{consumer!r} has no loop {d.loop!r} (its loops: {', '.join(names)})")
+        msg = init_loop_problem(p, sched, consumer, stage, L.need(d.loop))
+        if msg:
+            fail(msg)
 
     compute = sched.of(stage).compute()
     if kind in STORE_KINDS and compute.kind == Kind.COMPUTE_INLINE:

@@ -1,5 +1,6 @@
 """Wrapper stages (Halide's `source.in(consumer)`): JSON, validation, lowering, exported source."""
 
+import copy
 import re
 
 import halide as hl
@@ -7,8 +8,10 @@ import numpy as np
 import pytest
 
 from engine import api, zoo
+from engine import expr as E
 from engine import halide_backend as HB
 from engine.halide_backend import lowered_stmt
+from engine.ir import Dim, Input, Pipeline, Stage
 from engine.schedule import Directive, Kind, S, Schedule, ScheduleError, Wrapper, to_source, validate, wrapper_dims
 
 
@@ -106,3 +109,49 @@ def test_exported_source_has_the_wrapper_call():
     assert keep and np.abs(out["C"] - a.astype(np.float64) @ b).max() < 1e-3
     # a wrapper placed nowhere is computed at root, as the engine lowers it (Halide's default would inline it: no copy)
     assert "A_in_prod.compute_root()" in to_source(p, s.with_wrapper(Wrapper("A", "prod")), "cpp")
+
+
+def _biased_matmul(stage_bias: bool):
+    """prod = bias (or b2 = 2*bias, a stage) then prod += A*B, its update's k split into ko, ki."""
+    i, j, k = E.Var("i"), E.Var("j"), E.Var("k")
+    ins = [Input("A", (32, 32)), Input("B", (32, 32)), Input("bias", (32,))]
+    stages = [Stage("b2", (Dim("j", 32),), E.BinOp("*", E.Access("bias", (j,)), E.Const(2.0)))] if stage_bias else []
+    init = E.Access("b2" if stage_bias else "bias", (j,))
+    upd = E.BinOp("*", E.Access("A", (i, k)), E.Access("B", (k, j)))
+    prod = Stage("prod", (Dim("i", 32), Dim("j", 32)), init, (Dim("k", 32),), upd, "sum", "matmul")
+    p = Pipeline("mm", ins, [*stages, prod], ["prod"])
+    s = Schedule()
+    S(s, "prod").compute_root()
+    S(s, "prod").update().split("k", "ko", "ki", 8).reorder("ki", "j", "i", "ko")
+    return p, s
+
+
+@pytest.mark.parametrize("stage_bias", [False, True])
+def test_what_the_initial_value_reads_is_computed_at_a_loop_of_both_definitions(stage_bias):
+    """A copy (or a stage) the initial value reads, at a loop of the update alone, is refused
+    with the reason before Halide sees it; at a loop of both definitions it verifies."""
+    p, s = _biased_matmul(stage_bias)
+    placed = S(s, "b2") if stage_bias else S(s, "prod").wrap("bias")
+    bad = copy.deepcopy(s)
+    (S(bad, "b2") if stage_bias else S(bad, "prod").wrap("bias")).compute_at("prod", "ko")
+    with pytest.raises(ScheduleError, match="initial value of 'prod' reads 'b2'" if stage_bias else "initial value of 'prod' reads 'bias'"):
+        validate(p, bad)
+    placed.compute_at("prod", "j")
+    validate(p, s)
+    _, v = api.run_once(p, s, seed=1)
+    assert v.ok, v
+
+
+def test_wrapper_names_that_clash_are_refused():
+    a, b = Wrapper("a_in", "b"), Wrapper("a", "in_b")  # both a_in_in_b
+    with pytest.raises(ScheduleError, match="is that of wrapper a_in.in"):
+        Schedule().with_wrapper(a).with_wrapper(b)
+    text = '{"stages": {}, "wrappers": [{"source": "a_in", "consumer": "b"}, {"source": "a", "consumer": "in_b"}]}'
+    with pytest.raises(ScheduleError, match="is that of wrapper"):
+        Schedule.loads(text)
+    p, s = packed_matmul()
+    (w,) = s.wrappers.values()
+    clash = Stage(w.name, p.stages[0].dims, p.stages[0].value)
+    q = Pipeline(p.name, p.inputs, [clash, *p.stages], p.outputs)
+    with pytest.raises(ScheduleError, match="is also a stage or input"):
+        validate(q, s)
