@@ -61,7 +61,7 @@ from .recipes import (
     vector_target,
     vector_update,
 )
-from .schedule import S, Schedule, ScheduleError, validate, validate_stage
+from .schedule import S, Schedule, ScheduleError, validate, validate_stage, validate_wrappers
 
 RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
 REUSE_WORK = 16  # ...beyond twice, only if its consumers do this many times the flops recomputed
@@ -244,6 +244,9 @@ class _Heuristic:
             for name in self.s.stages:
                 if name not in saved.stages or self.s.of(name) != saved.of(name):
                     validate_stage(self.p, self.s, name)
+            added = {k: w for k, w in self.s.wrappers.items() if saved.wrappers.get(k) != w}
+            if added:  # a copy the rule made (matmul_panels) is checked with it, so a bad one falls back
+                validate_wrappers(self.p, Schedule(self.s.stages, self.s.name, added))
         except (_Rejected, ScheduleError, PipelineError, ValueError, KeyError, IndexError, ArithmeticError):
             # A recipe that does not fit this stage (a loop name taken, a shape it does not expect).
             self.s, self.host = saved, hosts

@@ -129,3 +129,24 @@ def test_a_packed_slice_of_a_stage_keeps_its_loops_when_the_stage_becomes_a_segm
     arrays = inputs(p)
     ref = arrays["probs"].astype(np.float64) @ (arrays["x"].astype(np.float64) @ arrays["w"])[:, 256:]
     np.testing.assert_allclose(run(p, s, arrays, segmented=True), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_rule_whose_copy_does_not_validate_falls_back(monkeypatch):
+    """The heuristic checks the copies a rule adds with the rule, so a bad one (here at a loop
+    its consumer is not inside) undoes that rule and another recipe schedules the product."""
+    import engine.heuristic as H
+    from engine.schedule import S
+
+    real = H.matmul_panels
+
+    def bad_panels(s, p, r, a, target=None):
+        out = real(s, p, r, a, target=target)
+        (w,) = s.wrappers.values()
+        s.wrappers.clear()
+        S(s, w.consumer).wrap(w.source).compute_at(a, p.stage(a).dims[0].name)  # outside where the consumer is computed
+        return out
+
+    monkeypatch.setattr(H, "matmul_panels", bad_panels)
+    p = layers(128, 256, 768)
+    pl = plan(p, AVX512)
+    assert "(matmul_panels)" not in pl.rules["fc0"] and not pl.schedule.wrappers
