@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.costmodel import default_choice, short_label
+from engine.costmodel import default_choice, short_label, unmodelled
 from engine.measure import Measurement, autoscheduler_key
 
 from .model.document import Document
@@ -238,8 +238,10 @@ class PerformancePanel(QWidget):
         unavailable = f"unavailable: {doc.prediction_error or '–'}"
         why = default_choice().fallback_reason  # a trained model that would not load: said where its stand-in's numbers are
         note = "; the learned model is not usable (hover for why)" if pred and why else ""
+        blind = unmodelled(doc.schedule)
+        note += "; packed copies not modelled (hover)" if pred and blind else ""
         v["Predicted"].setText(f"{pred.total_ms:.4g} ms ({short_label(pred.model)}{note})" if pred else unavailable)
-        v["Predicted"].setToolTip(self.ROWS["Predicted"] + (f"\n\n{why}" if why else ""))
+        v["Predicted"].setToolTip(self.ROWS["Predicted"] + "".join(f"\n\n{t}" for t in (why, blind) if t))
         v["Spread"].setText(f"min {_fmt_ms(m.min_ms)} · IQR {_fmt_ms(m.iqr_ms)}" if ok and m is not None else "–")
         if ok and m is not None and m.gflops is not None:
             v["GFLOP/s"].setText(f"{m.gflops:.3g} measured")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..resources import COSTMODEL_DIR
 from .analytic import AnalyticModel
-from .base import CostModel, ModelChoice, Prediction, short_label
+from .base import CostModel, ModelChoice, Prediction, short_label, unmodelled
 from .files import ModelFileError, read_json
 
 if TYPE_CHECKING:  # load_model's return type only: the modules themselves load lazily (torch, LightGBM)
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # load_model's return type only: the modules themselves load 
 
 __all__ = [
     "ENV_VAR", "AnalyticModel", "CostModel", "ModelChoice", "ModelFileError", "Prediction", "default_choice", "default_model", "load_model",
-    "model_by_name", "model_dirs", "short_label",
+    "model_by_name", "model_dirs", "short_label", "unmodelled",
 ]  # fmt: skip
 
 SHIPPED = COSTMODEL_DIR  # the trained models shipped in resources/costmodel

@@ -21,6 +21,15 @@ class Prediction:
     kind: str = "prediction"
 
 
+def unmodelled(s: Schedule) -> str:
+    """What of `s` no cost model sees ('' when nothing): the loop nest the models featurize has
+    no wrapper stages, so a schedule's packed copies are predicted as if it read the source."""
+    if not s.wrappers:
+        return ""
+    names = ", ".join(w.label for _, w in sorted(s.wrappers.items()))
+    return f"packed copies not modelled ({names}): predicted as if unpacked"
+
+
 class CostModel(Protocol):
     name: str
 
