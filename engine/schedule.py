@@ -1121,19 +1121,20 @@ def _wrapper_source(p: Pipeline, w: Wrapper, new_vars: dict[str, bool], py: bool
     its Func's args (Halide's `_0, _1` for an input's), written as `B_in_prod.args()[n]`
     (innermost first) so that they never clash with the algorithm's Vars of the same name."""
     dims = [d.name for d in wrapper_dims(p, w)]
-    arg = {n: f"{w.name}.args()[{len(dims) - 1 - k}]" for k, n in enumerate(dims)}
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, dims)) + r")\b")
-    out = [f"{w.name} = {w.source}.in_({w.consumer})" if py else f"Func {w.name} = {w.source}.in({w.consumer});"]
-    calls = []
     mine: dict[str, bool] = {}
-    for d in w.pure:
-        call = _call_source(d, mine, False, py)
-        calls.append(call if d.kind in PLACEMENT_KINDS else pattern.sub(lambda m: arg[m.group(1)], call))
+    raw = [(d, _call_source(d, mine, False, py)) for d in w.pure]
+    # Its own new loops get its name as a prefix: a stage's update may already have declared
+    # the same name (a `ko` split of the copy's k beside prod's RVar `ko`).
+    rename = {n: f"{w.name}.args()[{len(dims) - 1 - k}]" for k, n in enumerate(dims)}
+    rename.update({v: f"{w.name}_{v}" for v in mine if v not in rename})
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
+    out = [f"{w.name} = {w.source}.in_({w.consumer})" if py else f"Func {w.name} = {w.source}.in({w.consumer});"]
+    calls = [call if d.kind in PLACEMENT_KINDS else pattern.sub(lambda m: rename[m.group(1)], call) for d, call in raw]
     if not any(d.kind in COMPUTE_KINDS for d in w.pure):
         calls.insert(0, "compute_root()")  # the engine's default placement (Halide's is inline: no copy)
     for v in mine:
-        if v not in arg:
-            new_vars.setdefault(v, False)
+        if v not in dims:
+            new_vars.setdefault(f"{w.name}_{v}", False)
     out.append(w.name + "".join(f".{c}" for c in calls) + ("" if py else ";"))
     return out
 

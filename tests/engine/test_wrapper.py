@@ -90,9 +90,13 @@ def test_wrapped_matmul_is_verified_through_halide():
 
 def test_exported_source_has_the_wrapper_call():
     p, s = packed_matmul()
+    # The copy's k split with the names prod's update gives its RVars (ko, ki): its own loops are
+    # prefixed with its name, so the exported code declares no name twice.
+    S(s, "prod").wrap("B").split("k", "ko", "ki", 8)
     cpp = to_source(p, s, "cpp")
+    assert ".split(B_in_prod.args()[1], B_in_prod_ko, B_in_prod_ki, 8)" in cpp
     assert "Func B_in_prod = B.in(prod);" in cpp
-    assert "B_in_prod.compute_at(prod, j).split(B_in_prod.args()[0], B_in_prod.args()[0], j_v, 8).vectorize(j_v);" in cpp
+    assert "B_in_prod.compute_at(prod, j).split(B_in_prod.args()[0], B_in_prod.args()[0], B_in_prod_j_v, 8).vectorize(B_in_prod_j_v)" in cpp
     py = to_source(p, s, "python")
     assert "B_in_prod = B.in_(prod)" in py
     # The exported Python schedules the algorithm's Funcs as the engine does: run it (our own
