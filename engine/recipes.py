@@ -599,12 +599,13 @@ def depthwise_lanes(w: int, target: str | VectorTarget | None = None) -> int:
 def depthwise_block(s: Schedule, p: Pipeline, dw: str, out: str, rows: int = 4, target: str | VectorTarget | None = None) -> str:
     """`out[n, c, y, x]` reads `dw[n, c, y, x]` pointwise; `dw` is a depthwise conv (one input
     channel per output channel, a small ry x rx window). `out` is tiled into one channel x
-    `rows` rows x the full width, parallel over channels; `dw` is computed per tile in a small
+    a block of rows (the first of `rows`..2*`rows` that divides the height, else `rows`) x the
+    full width, parallel over channels; `dw` is computed per tile in a small
     buffer, each row rounded up to whole vectors of depthwise_lanes (no scalar tail: the
     buffer is the tile's own), with the taps unrolled inside each vector (its accumulator
     stays in a register) and the tile's rows and vectors unrolled around them, so the loads of
     an input row shared by consecutive output rows are one load (4 rows: (4 + 2) x 3 loads
-    for 36 FMAs a vector instead of 36; 8 rows measured no better, 2 rows slower). Measured on MobileNetV2 depthwise shapes (1 thread,
+    for 36 FMAs a vector instead of 36; 2 rows measured slower). Measured on MobileNetV2 depthwise shapes (1 thread,
     AVX-512, best of rounds against ONNX Runtime): 128 x 56^2 1.44x -> 0.91x, 384 x 14^2
     3.05x -> 1.83x, 96 x 112^2 stride 2 2.12x -> 1.02x, against the same conv per strip of
     all channels with guarded (scalar) tails. ValueError where rounding the row up would read
