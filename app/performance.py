@@ -239,7 +239,7 @@ class PerformancePanel(QWidget):
         why = default_choice().fallback_reason  # a trained model that would not load: said where its stand-in's numbers are
         note = "; the learned model is not usable (hover for why)" if pred and why else ""
         blind = unmodelled(doc.schedule)
-        note += "; packed copies not modelled (hover)" if pred and blind else ""
+        note += "; copies not modelled" if pred and blind else ""
         v["Predicted"].setText(f"{pred.total_ms:.4g} ms ({short_label(pred.model)}{note})" if pred else unavailable)
         v["Predicted"].setToolTip(self.ROWS["Predicted"] + "".join(f"\n\n{t}" for t in (why, blind) if t))
         v["Spread"].setText(f"min {_fmt_ms(m.min_ms)} · IQR {_fmt_ms(m.iqr_ms)}" if ok and m is not None else "–")

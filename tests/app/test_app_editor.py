@@ -404,8 +404,8 @@ def test_remove_packed_copy_from_the_heading_menu_is_undoable(open_window) -> No
 def test_the_prediction_of_a_packed_schedule_says_its_copies_are_not_modelled(open_window) -> None:
     w = open_window("matmul", "hand")
     label = w.performance.values["Predicted"]
-    assert "packed copies not modelled" in label.text() and "B.in(prod)" in label.toolTip()
+    assert "copies not modelled" in label.text() and "B.in(prod)" in label.toolTip()
     w.select_stage("prod")
     w.editor.packed_menu.aboutToShow.emit()  # what opening the menu does
     w.editor.packed_menu.actions()[0].trigger()  # remove B.in(prod)
-    assert not w.doc.schedule.wrappers and "packed copies" not in label.text()
+    assert not w.doc.schedule.wrappers and "copies not modelled" not in label.text()
