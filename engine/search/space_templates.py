@@ -23,6 +23,10 @@ pipeline: they depend on the stage's loops and the target's float32 lanes only:
 
 Every template is checked with `sampler.still_legal` (location, factors within the region,
 the tails the sampler's rules require), so an option offered is legal by construction.
+Where the sampler offers a stage no loop (several readers), templates are also offered at
+`space.nest_locations`, the loops of its readers' reader that enclose them all (checked with
+`validate`): harris's Ix/Iy, read by three stages inlined into sums computed per output strip,
+had only root or inline; computed per strip, greedy0's harris measured 1.44x faster.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ..heuristic import ROW_LANES
 from ..ir import Pipeline, Stage
 from ..recipes import fit, vector_target
 from ..schedule import Directive, Kind, Schedule, StageSchedule
+from .space import legal_decision, nest_locations
 
 STRIP_ROWS = (8, 32)  # rows per parallel strip
 TILE_COLS = 128  # columns of a 2-D tile (512 bytes of float32 per row: a few cache lines of each row)
@@ -213,7 +218,8 @@ def template_options(
     for loc in locs:
         if loc[0] == "at":
             ats.setdefault(str(loc[1]), []).append(loc)
-    chosen = [loc for loc in locs if loc[0] != "at"] + [x for v in ats.values() for x in v[-LOCATIONS_AT:]]
+    nest = nest_locations(p, partial, name)
+    chosen = [loc for loc in locs if loc[0] != "at"] + [x for v in ats.values() for x in v[-LOCATIONS_AT:]] + nest[-LOCATIONS_AT:]
     s = p.stage(name)
     out: list[StageSchedule] = []
     seen: set[StageSchedule] = set()
@@ -231,7 +237,7 @@ def template_options(
             else:
                 cands = [StageSchedule(head + x) for x in pures]
         for c in cands:
-            if c not in seen and sampler.still_legal(p, partial, name, c):
+            if c not in seen and legal_decision(p, partial, name, c, nest):
                 seen.add(c)
                 out.append(c)
     return out

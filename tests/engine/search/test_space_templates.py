@@ -6,13 +6,14 @@ greedy with V over them deterministic per seed, with a beam."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
-from engine import zoo
+from engine import sampler, zoo
 from engine.schedule import Kind, Schedule, validate
-from engine.search.space import order, with_decision
+from engine.search.space import nest_locations, order, with_decision
 from engine.search.space_templates import template_options
 from engine.search.value_offline import shipped_value, value_greedy
 
@@ -92,3 +93,26 @@ def test_a_reduction_vectorized_across_rows_gets_row_lanes_not_the_full_width():
         partial = with_decision(partial, st, template_options(p, partial, st, 16)[0])
     splits = [d.factor for o in template_options(p, partial, "softmax_max", 16) for d in o.update if d.kind == Kind.SPLIT and d.loop == "i"]
     assert splits and set(splits) == {ROW_LANES}  # never 16 rows, nor two vectors of 8
+
+
+def test_a_stage_is_offered_the_loop_of_its_readers_reader():
+    """harris with Ixx/Ixy/Iyy inlined into Sxx/Sxy/Syy, which are computed at harris's strip
+    loop: Ix, Iy (read by three stages) and then gray have no loop from the sampler, but the
+    strip loop encloses every reader, so options there are offered and validate."""
+    p = zoo.get("harris", "small")
+    at = {"kind": "compute_at", "consumer": "harris", "loop": "yo"}
+    split = {"kind": "split", "loop": "y", "outer": "yo", "inner": "yi", "factor": 8}
+    strips = [{"kind": "compute_root"}, split, {"kind": "parallel", "loop": "yo"}]
+    stages = {"harris": {"pure": strips}, **{s: {"pure": [at]} for s in ("Sxx", "Sxy", "Syy")}}
+    stages |= {s: {"pure": [{"kind": "compute_inline"}]} for s in ("Ixx", "Ixy", "Iyy")}
+    partial = Schedule.loads(json.dumps({"format": 1, "name": "t", "stages": stages}))
+    loc = ("at", "harris", "yo")
+    for name in ("Ix", "Iy", "gray"):  # gray: once Ix and Iy are at the strip loop
+        assert loc not in sampler.locations(p, partial, name)
+        assert nest_locations(p, partial, name) == [loc]
+        opts = [o for o in template_options(p, partial, name, LANES) if sampler.location_of(o) == loc]
+        assert opts, name
+        for o in opts:
+            validate(p, with_decision(partial, name, o))
+        partial = with_decision(partial, name, opts[0])
+    assert nest_locations(p, Schedule(name="empty"), "Ix") == []  # consumers at root: only their own loops (the sampler's)
