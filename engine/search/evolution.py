@@ -43,16 +43,25 @@ def crossover(p: Pipeline, a: Schedule, b: Schedule, rng: random.Random, name: s
     first): the chosen parent's decision if it is still legal after the child's decisions
     so far, else the other parent's, else a random one. Legal by construction."""
     child = Schedule(name=name)
+    took: dict[str, Schedule] = {}  # stage -> the parent whose decision the child took
     for st in order(p):
         parents = [a, b] if rng.random() < 0.5 else [b, a]
         for par in parents:
             ss = par.stages.get(st)
             if ss is not None and (is_prefix(child, par) or sampler.still_legal(p, child, st, ss)):
                 child = with_decision(child, st, ss)
+                took[st] = par
                 break
         else:
             child = with_decision(child, st, stage_options(p, child, st, rng, 1)[0])
     child.name = name
+    # The parents' wrappers that still validate (a packed seed's children stay packed): each
+    # first from the parent whose decision its consumer took, then any other that applies.
+    for par in (a, b):
+        mine = {k: w for k, w in par.wrappers.items() if took.get(w.consumer) is par}
+        sampler.carry_wrappers(p, Schedule(par.stages, par.name, mine), child)
+    for par in (a, b):
+        sampler.carry_wrappers(p, par, child)
     validate(p, child)
     return child
 

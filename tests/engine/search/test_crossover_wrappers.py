@@ -1,0 +1,32 @@
+"""Crossover keeps the parents' wrappers that still apply to the child (a search seeded with
+the packed heuristic keeps exploring packed schedules)."""
+
+import random
+
+from engine.heuristic import heuristic_schedule
+from engine.ops import Builder
+from engine.sampler import sample_schedule
+from engine.schedule import validate
+from engine.search.evolution import crossover
+
+
+def test_a_child_keeps_the_wrappers_of_the_stages_it_took_from_a_packed_parent():
+    b = Builder("layers", "two packed dense layers")
+    x = b.input("x", (64, 128))
+    for c in range(2):
+        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
+    p = b.build([x])
+    packed = heuristic_schedule(p)
+    assert set(packed.wrappers) == {"w0_in_fc0", "w1_in_fc1"}
+    assert crossover(p, packed, packed, random.Random(0)).wrappers == packed.wrappers
+    kept = 0
+    for seed in range(16):
+        rng = random.Random(seed)
+        child = crossover(p, packed, sample_schedule(p, rng), rng)
+        for k, w in packed.wrappers.items():
+            at = w.compute().consumer
+            untouched = child.of(w.consumer) == packed.of(w.consumer) and child.of(at) == packed.of(at)
+            assert not untouched or child.wrappers.get(k) == w, (seed, k)
+            kept += k in child.wrappers
+        validate(p, child)
+    assert kept > 0
