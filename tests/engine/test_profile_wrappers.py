@@ -47,7 +47,7 @@ def profiled(low: HB.Lowered | segments.Segmented, p: Pipeline) -> str:
     rng = np.random.default_rng(0)
     keep = low.bind({n.name: rng.standard_normal(n.shape).astype(np.float32) for n in p.inputs})
     run = low.runner(HB.output_arrays(p))
-    text = capture_fds(lambda: [run() for _ in range(30)])
+    text = capture_fds(lambda: [run() for _ in range(300)])  # ~0.2 s: the profiler samples every ms
     del keep
     return text
 
@@ -58,7 +58,8 @@ def test_a_wrappers_copy_time_is_charged_to_its_consumer(segmented: bool) -> Non
     low = segments.lower(p, s, segmented=segmented)
     text = profiled(low, p)
     # Halide names the copies Bs_in_prod$0 and A_im_in_prod$0 (Bs$1_in_prod$1$0 when lowered again in a process)
-    reported = [(name, float(ms)) for name, ms in _LINE.findall(text) if not name.startswith("halide_")]
+    # (halide_malloc / halide_free and the profiler's "overhead" are the runtime's, no stage's)
+    reported = [(name, float(ms)) for name, ms in _LINE.findall(text) if not name.startswith("halide_") and name != "overhead"]
     copies = [ms for name, ms in reported if "_in_" in name]
     assert len({name for name, _ in reported if "_im" in name and "_in_" in name}) == 1  # A's copy, in every report
     assert sum(copies) > 0  # the profiler sampled the copies
