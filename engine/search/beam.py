@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ..sampler import location_of
+from ..sampler import carry_wrappers, location_of
 from ..schedule import Schedule, StageSchedule
 from .base import SearchContext
 from .greedy import charge_proposals, measure_new, options_per_stage, run_charged
@@ -96,4 +96,6 @@ def _pass(ctx: SearchContext, comp: Completer, guide: Schedule | None, k: int, e
         scored = [(preds[i], kids[i]) for i in sorted(range(len(kids)), key=preds.__getitem__)[:WIDTH]]
     for _, s in scored:
         s.name = "beam"
+        if guide is not None and guide.wrappers:  # as its completions have them
+            carry_wrappers(ctx.p, guide, s)
     return scored

@@ -220,6 +220,8 @@ def decode(
                 best, best_d = c, d
         sched = with_decision(sched, st, best)
     sched.name = name
+    for g in guides:  # the guides' packed copies that still apply (no candidate makes them)
+        sampler.carry_wrappers(p, g, sched)
     validate(p, sched)
     return sched
 

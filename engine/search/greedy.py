@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from ..costmodel import CostModel, default_model
 from ..ir import Pipeline
 from ..measure import Measurement
+from ..sampler import carry_wrappers
 from ..schedule import Schedule
 from .base import Budget, SearchContext, Trial
 from .space import measure_seed, order, stage_options, with_decision
@@ -262,6 +263,8 @@ def _pass(
             best, changed = (0, changed) if changed >= radius else (best, changed + 1)
         partial = kids[best]
     partial.name = "greedy"
+    if guide is not None and guide.wrappers:  # as its completions have them
+        carry_wrappers(p, guide, partial)
     return partial, cands, evals
 
 

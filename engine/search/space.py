@@ -199,6 +199,8 @@ def complete(
             if d is None and g is not None and st in g.stages:
                 d = near_decision(p, out, st, g.stages[st], rng)
             out.stages[st] = d if d is not None else stage_options(p, out, st, rng, 1)[0]
+    if guide is not None and guide.wrappers:  # the guide's packed copies that still apply (no option makes them)
+        sampler.carry_wrappers(p, guide, out)
     validate(p, out)
     return out
 

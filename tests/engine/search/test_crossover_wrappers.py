@@ -30,3 +30,30 @@ def test_a_child_keeps_the_wrappers_of_the_stages_it_took_from_a_packed_parent()
             kept += k in child.wrappers
         validate(p, child)
     assert kept > 0
+
+
+def test_guided_completions_and_searches_keep_the_guides_copies():
+    """A completion, and every schedule greedy and beam searches guided by the packed heuristic
+    measure, keep its copies where the stages they apply to follow the guide (no option makes
+    copies of its own)."""
+    from engine.costmodel import AnalyticModel
+    from engine.measure import Runner
+    from engine.search import Budget, run_search, space
+
+    b = Builder("layers", "two packed dense layers")
+    x = b.input("x", (64, 128))
+    for c in range(2):
+        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
+    p = b.build([x])
+    packed = heuristic_schedule(p)
+    done = space.complete(p, space.Schedule(name="empty"), random.Random(0), packed)
+    assert done.wrappers == packed.wrappers and done.stages == packed.stages
+    with Runner() as runner:
+        for strategy in ("greedy", "beam"):
+            res = run_search(p, strategy, Budget(trials=4, wall_s=60), seed=0, model=AnalyticModel(), runner=runner, confirm=False)
+            assert res.verified and res.trials
+            for t in res.trials:
+                for k, w in packed.wrappers.items():
+                    at = w.compute().consumer
+                    if t.schedule.of(w.consumer) == packed.of(w.consumer) and t.schedule.of(at) == packed.of(at):
+                        assert t.schedule.wrappers.get(k) == w, (strategy, k)
