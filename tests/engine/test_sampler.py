@@ -11,10 +11,10 @@ from engine import halide_backend as HB
 from engine.costmodel.dataset import candidates
 from engine.heuristic import heuristic_schedule
 from engine.measure import Runner
-from engine.ops import Builder
 from engine.randpipe import random_pipeline
 from engine.sampler import locations, mutate, sample_schedule
 from engine.schedule import S, Schedule, validate
+from tests.wrapper_pipelines import two_dense_layers
 
 
 def test_many_samples_and_mutants_validate():
@@ -107,11 +107,7 @@ def test_a_mutant_keeps_the_seeds_wrappers_that_still_apply():
     # Two packed dense layers (the heuristic's w0.in(fc0) at relu0.jo, w1.in(fc1) at relu1.jo):
     # a mutation that leaves a wrapper's consumer and placement stage alone keeps the wrapper,
     # so a search seeded with the packed schedule explores packed schedules.
-    b = Builder("layers", "two packed dense layers")
-    x = b.input("x", (64, 128))
-    for c in range(2):
-        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
-    p = b.build([x])
+    p = two_dense_layers()
     s = heuristic_schedule(p)
     assert set(s.wrappers) == {"w0_in_fc0", "w1_in_fc1"}
     kept = 0

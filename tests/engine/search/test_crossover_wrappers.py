@@ -4,18 +4,14 @@ the packed heuristic keeps exploring packed schedules)."""
 import random
 
 from engine.heuristic import heuristic_schedule
-from engine.ops import Builder
 from engine.sampler import sample_schedule
 from engine.schedule import validate
 from engine.search.evolution import crossover
+from tests.wrapper_pipelines import two_dense_layers
 
 
 def test_a_child_keeps_the_wrappers_of_the_stages_it_took_from_a_packed_parent():
-    b = Builder("layers", "two packed dense layers")
-    x = b.input("x", (64, 128))
-    for c in range(2):
-        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
-    p = b.build([x])
+    p = two_dense_layers()
     packed = heuristic_schedule(p)
     assert set(packed.wrappers) == {"w0_in_fc0", "w1_in_fc1"}
     assert crossover(p, packed, packed, random.Random(0)).wrappers == packed.wrappers
@@ -40,11 +36,7 @@ def test_guided_completions_and_searches_keep_the_guides_copies():
     from engine.measure import Runner
     from engine.search import Budget, run_search, space
 
-    b = Builder("layers", "two packed dense layers")
-    x = b.input("x", (64, 128))
-    for c in range(2):
-        x = b.activation(f"relu{c}", b.matmul(f"fc{c}", x, b.input(f"w{c}", (128, 128), -0.1, 0.1), b.input(f"b{c}", (128,))), "relu")
-    p = b.build([x])
+    p = two_dense_layers()
     packed = heuristic_schedule(p)
     done = space.complete(p, space.Schedule(name="empty"), random.Random(0), packed)
     assert done.wrappers == packed.wrappers and done.stages == packed.stages
