@@ -48,12 +48,11 @@ from .schedule import (
     Directive,
     Kind,
     Schedule,
-    ScheduleError,
     StageSchedule,
     effective_consumers,
     final_loops,
     validate,
-    validate_wrappers,
+    wrapper_problem,
 )
 
 Location = tuple[str, ...]  # ("root",), ("inline",) or ("at", consumer, loop)
@@ -518,11 +517,5 @@ def carry_wrappers(p: Pipeline, parent: Schedule, child: Schedule) -> None:
     (the sampler makes no wrappers of its own), and one the child already has is kept as
     it is (a crossover carries from the parent its consumer's decision came from first)."""
     for k, w in sorted(parent.wrappers.items()):
-        if k in child.wrappers:
-            continue
-        trial = Schedule(child.stages, child.name, {**child.wrappers, k: w})
-        try:
-            validate_wrappers(p, trial)
-        except ScheduleError:
-            continue
-        child.wrappers[k] = w
+        if k not in child.wrappers and not wrapper_problem(p, child, w):
+            child.wrappers[k] = w

@@ -806,6 +806,16 @@ def _check_wrapped_inside(p: Pipeline, sched: Schedule, w: Wrapper) -> None:
     )
 
 
+def wrapper_problem(p: Pipeline, sched: Schedule, w: Wrapper) -> str:
+    """Why wrapper `w` does not fit `sched`'s stages, the engine's reason ("" when it does):
+    `validate_wrappers` for `w` alone (each wrapper is checked against the stages only)."""
+    try:
+        validate_wrappers(p, Schedule(sched.stages, sched.name, {w.name: w}))
+    except ScheduleError as exc:
+        return exc.reason or str(exc)
+    return ""
+
+
 def validate_stages(p: Pipeline, sched: Schedule) -> None:
     """The stages' directives (the wrappers are `validate_wrappers`').
 

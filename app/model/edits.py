@@ -4,7 +4,6 @@ undoable commands (commands.py) and the editor's form both go through these."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from engine.schedule import (
     validate,
     validate_stages,
     validate_wrappers,
+    wrapper_problem,
 )
 
 VECTOR_WIDTH = 8  # float32 lanes of AVX2; vectorize_innermost splits by this
@@ -54,15 +54,6 @@ def with_directives(p: Pipeline, s: Schedule, stage: str, update: bool, new: lis
     if out.content_hash() == s.content_hash():  # e.g. "Root" on a stage already at root: no undo step for nothing
         raise ScheduleError(stage, "this edit changes nothing")
     return out
-
-
-def wrapper_problem(p: Pipeline, s: Schedule, w: Wrapper) -> str:
-    """Why wrapper `w` does not fit `s`'s stages, the engine's reason ("" when it does)."""
-    try:  # the wrappers are checked one by one (each against the stages alone), so one is checked apart
-        validate_wrappers(p, dataclasses.replace(s, wrappers={w.name: w}))
-    except ScheduleError as exc:
-        return exc.reason or str(exc)
-    return ""
 
 
 def _wrapper_holds(p: Pipeline, s: Schedule, w: Wrapper) -> bool:
