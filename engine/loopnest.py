@@ -288,6 +288,7 @@ class _Caches:
         # Expressions the memos may key by identity: the stages' own (alive with the pipeline).
         self.owner = {id(ex): (s.name, k) for s in p.stages for k, ex in enumerate(s.exprs())}
         self._skeleton: dict[int, tuple[E.Access, ...]] = {}
+        self._plan: dict[int, tuple[int, tuple]] = {}
         self._aff: dict[int, _Aff | None] = {}
         self._reach: dict[str, frozenset[str]] = {}
         self._reads: dict[int, frozenset[str]] = {}
@@ -317,6 +318,27 @@ class _Caches:
                 else:
                     stack.extend(reversed(E.children(n)))
             out = self._skeleton[k] = tuple(found)
+        return out
+
+    def plan(self, e: E.Expr) -> tuple[int, tuple]:
+        """(own FLOPs of `e`'s nodes outside any access, the leaves outside any access in walk
+        order: a variable's name, an access node; constants add nothing) of `e`, a part of a
+        stage's expression that is neither a constant, a variable nor an access (memoized by identity)."""
+        k = id(e)
+        out = self._plan.get(k)
+        if out is None:
+            flops, leaves = 0, []
+            stack = [e]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, E.Var):
+                    leaves.append(n.name)
+                elif isinstance(n, E.Access):
+                    leaves.append(n)
+                elif not isinstance(n, E.Const):
+                    flops += E.own_flops(n)
+                    stack.extend(reversed(E.children(n)))
+            out = self._plan[k] = (flops, tuple(leaves))
         return out
 
     def reach(self, p: Pipeline, source: str) -> frozenset[str]:
@@ -1046,7 +1068,8 @@ class _Nest:
     def _lin(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]], owned: bool = False) -> _Lin:
         """`owned`: `e` is a part of a stage's expression (alive with the pipeline), so that a
         part reading no inlined stage, whose summary is the same whatever is inlined, is
-        summarized once (by identity) instead of once per inline closure."""
+        summarized once (by identity) instead of once per inline closure, and the rest is
+        summarized over its leaves (`_Caches.plan`) instead of node by node."""
         if isinstance(e, E.Const):
             return _ZERO
         if isinstance(e, E.Var):
@@ -1057,32 +1080,12 @@ class _Nest:
                 ident = id(e)
                 hit = c.fixed_lin.get(ident)
                 if hit is None:
-                    hit = c.fixed_lin[ident] = self._lin(e, inl, clos)
+                    hit = c.fixed_lin[ident] = self._lin_owned(e, inl, clos)
                 return hit
+            return self._lin_owned(e, inl, clos)
         if isinstance(e, E.Access):
-            kids = [self._lin(ix, inl, clos, owned) for ix in e.index]
-            if e.source in inl:
-                j = self.lin_stage(e.source, inl, clos)
-                flops, counts = j.flops, dict(j.counts)
-                free: dict[str, int] = {}
-                occ: dict[str, int] = {}
-                subs: dict[tuple[str, str], tuple] = {}
-                for d, k in zip(self.c.dims[e.source], kids):
-                    nf, no = j.free.get(d, 0), j.occ.get(d, 0)
-                    flops += nf * k.flops
-                    _addmul(free, k.free, nf)
-                    _addmul(occ, k.occ, no)
-                    _addmul(counts, k.counts, no)
-                    subs[("v", d)] = k.seq
-                return _Lin(flops, free, occ, counts, _dedupe(x for t in j.seq for x in subs.get(t, (t,))))
-            occ, counts = {}, {e.source: 1}
-            seq: list[tuple[str, str]] = [("s", e.source)]
-            for k in kids:
-                _addmul(occ, k.occ, 1)
-                _addmul(counts, k.counts, 1)
-                seq.extend(k.seq)
-            return _Lin(0, {}, occ, counts, _dedupe(seq))
-        kids = [self._lin(ch, inl, clos, owned) for ch in E.children(e)]
+            return self._lin_access(e, inl, clos, False)
+        kids = [self._lin(ch, inl, clos) for ch in E.children(e)]
         if len(kids) == 1:
             k = kids[0]
             return _Lin(E.own_flops(e) + k.flops, k.free, k.occ, k.counts, k.seq)
@@ -1095,6 +1098,55 @@ class _Nest:
             _addmul(counts, k.counts, 1)
             seq.extend(k.seq)
         return _Lin(flops, free, occ, counts, _dedupe(seq))
+
+    def _lin_owned(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]]) -> _Lin:
+        """`_lin` of a part of a stage's expression (not a constant or variable) from its
+        leaves: what the node-by-node walk adds up, in the same order (so the same dicts and
+        sequence), without a summary per inner node."""
+        if isinstance(e, E.Access):
+            return self._lin_access(e, inl, clos, True)
+        flops, leaves = self.c.plan(e)
+        free: dict[str, int] = {}
+        occ: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        seq: list[tuple[str, str]] = []
+        for leaf in leaves:
+            if type(leaf) is str:  # a variable outside any access
+                free[leaf] = free.get(leaf, 0) + 1
+                occ[leaf] = occ.get(leaf, 0) + 1
+                seq.append(("v", leaf))
+                continue
+            k = self._lin(leaf, inl, clos, True)
+            flops += k.flops
+            _addmul(free, k.free, 1)
+            _addmul(occ, k.occ, 1)
+            _addmul(counts, k.counts, 1)
+            seq.extend(k.seq)
+        return _Lin(flops, free, occ, counts, _dedupe(seq))
+
+    def _lin_access(self, e: E.Access, inl: frozenset[str], clos: Callable[[str], frozenset[str]], owned: bool) -> _Lin:
+        kids = [self._lin(ix, inl, clos, owned) for ix in e.index]
+        if e.source in inl:
+            j = self.lin_stage(e.source, inl, clos)
+            flops, counts = j.flops, dict(j.counts)
+            free: dict[str, int] = {}
+            occ: dict[str, int] = {}
+            subs: dict[tuple[str, str], tuple] = {}
+            for d, k in zip(self.c.dims[e.source], kids):
+                nf, no = j.free.get(d, 0), j.occ.get(d, 0)
+                flops += nf * k.flops
+                _addmul(free, k.free, nf)
+                _addmul(occ, k.occ, no)
+                _addmul(counts, k.counts, no)
+                subs[("v", d)] = k.seq
+            return _Lin(flops, free, occ, counts, _dedupe(x for t in j.seq for x in subs.get(t, (t,))))
+        occ, counts = {}, {e.source: 1}
+        seq: list[tuple[str, str]] = [("s", e.source)]
+        for k in kids:
+            _addmul(occ, k.occ, 1)
+            _addmul(counts, k.counts, 1)
+            seq.extend(k.seq)
+        return _Lin(0, {}, occ, counts, _dedupe(seq))
 
     def index_form(self, e: E.Expr, env: dict[str, IndexForm] | None) -> IndexForm:
         """The `IndexForm` of index `e` with inlined stages substituted; `env` gives the forms

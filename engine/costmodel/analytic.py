@@ -64,15 +64,24 @@ def _compute_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
     red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
     if st.update is not None:
         per_point += (nest.effective_flops(st.update) + 1) * red
+    reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
+    return terms_of(nest, name, per_point, reads)
+
+
+def terms_of(nest: LoopNest, name: str, per_point: int, reads: int) -> tuple[float, ...]:
+    """The terms of non-inlined stage `name` given its FLOPs per point (inlined stages
+    substituted, reduction included) and the points of its effective sources one
+    realization reads (the features compute both for their row and pass them here)."""
+    pl = nest.placements[name]
     work = max(per_point, 1) * pl.points_total
     loops = pl.loops
     lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
     par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
     alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
-    reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
     reads *= BYTES_PER_ELEMENT
     # Integer products stay exact until here, one rounding each (as the scalar formula had).
-    traffic = pl.points_total * BYTES_PER_ELEMENT * (2 if st.update is not None else 1) + reads * pl.realizations
+    update = nest.pipeline.stage(name).update is not None
+    traffic = pl.points_total * BYTES_PER_ELEMENT * (2 if update else 1) + reads * pl.realizations
     return (float(work), float(min(lanes, MAX_LANES)), float(par), float(alloc <= CACHE_BYTES), float(traffic), float(pl.realizations))
 
 
@@ -115,4 +124,8 @@ class AnalyticModel(BatchedModel):
 
     def stage_ms_of(self, nest: LoopNest, name: str) -> float:
         """Estimated ms of one stage (the features ask stage by stage, for the rows they miss)."""
-        return float(_ms(stage_terms(nest, name), self.cores, min, max))  # one stage: plain floats beat 1-row arrays
+        return self.ms_of_terms(stage_terms(nest, name))
+
+    def ms_of_terms(self, terms: tuple[float, ...]) -> float:
+        """Estimated ms of one stage from its terms (`terms_of`)."""
+        return float(_ms(terms, self.cores, min, max))  # one stage: plain floats beat 1-row arrays

@@ -25,7 +25,7 @@ from ..expr import affine
 from ..ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from ..loopnest import LRU, LoopNest, pipeline_cache
 from ..schedule import STORE_ROOT
-from .analytic import AnalyticModel
+from .analytic import INLINE_TERMS, AnalyticModel, terms_of
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -182,12 +182,12 @@ def op_histogram(e: E.Expr, hist: dict[str, int]) -> str:
     raise TypeError(f"not an expression: {e!r}")
 
 
-def _pattern(a: E.Access, s: Stage, offsets: dict[str, set]) -> str:
+def _pattern(a: E.Access, aff: list, s: Stage, offsets: dict[str, set]) -> str:
     """Access pattern from the matrix of index coefficients w.r.t. the stage's loop vars
     (as Halide's featurization does): identity with one offset -> pointwise, several
     offsets of the same source -> stencil, permuted -> transpose, fewer source dims than
-    stage dims -> broadcast, constant indices -> slice, reduction variables -> reduction."""
-    aff = [affine(i) for i in a.index]
+    stage dims -> broadcast, constant indices -> slice, reduction variables -> reduction.
+    `aff`: `affine` of each of `a`'s indices."""
     if any(x is None for x in aff):
         return "nonaffine"
     rvars = {r.name for r in s.rdom}
@@ -218,18 +218,19 @@ def _accesses(s: Stage) -> list[E.Access]:
     return [a for ex in s.exprs() for a in E.accesses(ex)]
 
 
-def access_patterns(s: Stage, source: str | None = None) -> dict[str, int]:
-    """Count of the stage's accesses (to `source`, or to anything) per pattern."""
-    acc = _accesses(s)
+def access_patterns(s: Stage, source: str | None = None, acc: list[E.Access] | None = None) -> dict[str, int]:
+    """Count of the stage's accesses (to `source`, or to anything) per pattern; `acc`: the
+    stage's accesses (`_accesses(s)`) when the caller has them."""
+    acc = _accesses(s) if acc is None else acc
+    affs = [[affine(i) for i in a.index] for a in acc]  # once per index: the offsets and the patterns read them
     offsets: dict[str, set] = {}
-    for a in acc:
-        aff = [affine(i) for i in a.index]
+    for a, aff in zip(acc, affs):
         if all(x is not None for x in aff):
             offsets.setdefault(a.source, set()).add(tuple(c for _, c in aff))  # type: ignore[misc]
     out = dict.fromkeys(PATTERNS, 0)
-    for a in acc:
+    for a, aff in zip(acc, affs):
         if source is None or a.source == source:
-            out[_pattern(a, s, offsets)] += 1
+            out[_pattern(a, aff, s, offsets)] += 1
     return out
 
 
@@ -242,7 +243,7 @@ def algorithm_features(p: Pipeline, s: Stage) -> dict[str, float]:
     f["loads_input"] = sum(a.source in p.input_map for a in acc)
     f["loads_stage"] = sum(a.source in p.stage_map for a in acc)
     f["loads_self"] = float(s.is_reduction)
-    f.update({f"access_{k}": float(v) for k, v in access_patterns(s).items()})
+    f.update({f"access_{k}": float(v) for k, v in access_patterns(s, acc=acc).items()})
     red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
     f["flops_per_point"] = s.flops() / s.size
     f["points"], f["reduction_extent"], f["rank"] = s.size, red, len(s.dims)
@@ -329,6 +330,13 @@ def _count_loads(nest: LoopNest, s: Stage, dim: str | None) -> tuple[int, int, i
 
 
 def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
+    """Stage `name`'s schedule features (those not set are 0), the analytic estimate left out."""
+    return _schedule_features(nest, name)[0]
+
+
+def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tuple[float, ...] | None]:
+    """`schedule_features` and the analytic model's terms of the stage (None when inlined),
+    made from the same FLOPs and reads the features compute."""
     p, pl = nest.pipeline, nest.placements[name]
     s = p.stage(name)
     f: dict[str, float] = {f"compute_{pl.compute}": 1.0}
@@ -337,7 +345,7 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
     f["innermost_bytes_at_root"] = s.dims[-1].extent * BYTES_PER_ELEMENT
     if pl.compute == "inline":
         f["inlined_calls"] = _inlined_calls(nest, name)
-        return f
+        return f, None
     depth, productions, outer_par = _site(nest, name, False)
     sdepth, realizations, _ = _site(nest, name, True)
     f["store_outer"] = float(sdepth < depth or nest.schedule.of(name).store() == STORE_ROOT)
@@ -392,7 +400,7 @@ def schedule_features(nest: LoopNest, name: str) -> dict[str, float]:
     along = vec if vec is not None else inner
     dim = next((pt.dim for pt in along.parts if pt.stride == 1), along.parts[0].dim if along.parts else None)
     f["loads_dense"], f["loads_broadcast"], f["loads_gather"] = _loads_along(nest, s, dim)
-    return f
+    return f, terms_of(nest, name, per_point, per_real)
 
 
 # --- arrays ------------------------------------------------------------------------------
@@ -474,9 +482,10 @@ def _raw_row(nest: LoopNest, name: str, cache: _Cache, key: tuple) -> np.ndarray
     row = cache.rows.get(key)
     if row is None:
         vals = list(cache.algorithm_values(nest.pipeline, name))  # the schedule's features written over the algorithm's
-        for k, v in schedule_features(nest, name).items():
+        f, terms = _schedule_features(nest, name)
+        for k, v in f.items():
             vals[INDEX[k]] = v
-        vals[_ANALYTIC] = _ONE_CORE.stage_ms_of(nest, name) * 1e6
+        vals[_ANALYTIC] = _ONE_CORE.ms_of_terms(INLINE_TERMS if terms is None else terms) * 1e6
         row = np.array(vals, dtype=np.float64)
         row.flags.writeable = False  # rows are cached and shared
         row = cache.rows.put(key, row)

@@ -102,3 +102,22 @@ def test_op_histogram_and_access_patterns():
     assert F.access_patterns(p.stage("conv_pad"))["nonaffine"] == 1  # clamped index
     assert F.access_patterns(p.stage("mix"))["slice"] == 3
     assert F.access_patterns(p.stage("tr"))["transpose"] == 1
+
+
+@pytest.mark.parametrize("name", ["harris", "resnet_block", "softmax"])
+def test_analytic_feature_equals_the_analytic_model(name):
+    # The row's analytic_ns is made from the FLOPs and reads the row computes; it must be the
+    # one-core analytic model's own estimate of the stage, bit for bit.
+    from engine.costmodel.analytic import AnalyticModel
+
+    p = zoo.get(name, "small")
+    one = AnalyticModel(cores=1)
+    rng = random.Random(5)
+    for s in [default_schedule(p)] + [sample_schedule(p, rng) for _ in range(6)]:
+        F.clear_caches(p)
+        nest = loopnest.build(p, s)
+        x = F.stage_features(nest, log=False).astype(np.float64)
+        F.clear_caches(p)
+        ms = one.stage_ms(loopnest.build(p, s))
+        for k, st in enumerate(p.stages):
+            assert x[k, F.INDEX["analytic_ns"]] == np.float32(ms[st.name] * 1e6)
