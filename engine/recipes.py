@@ -123,7 +123,13 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def widening_overreads(p: Pipeline, stage: str, var: str, extra: int, depth: int = 8) -> bool:
+# How many producers deep widening_overreads follows a wider region. ResNet's residual chains
+# reach a padding (where the growth stops) only 10-30 stages up; at 8 every conv reading a
+# block's output was refused whole vectors (7-lane rows at 7x7, 4-lane ones at 28x28).
+OVERREAD_DEPTH = 64
+
+
+def widening_overreads(p: Pipeline, stage: str, var: str, extra: int, depth: int = OVERREAD_DEPTH) -> bool:
     """Would computing `stage` with `var` running `extra` points past its extent (a split
     that rounds up) read past the end of a pipeline input, directly or through producers
     whose computed region grows with it? Clamped reads (paddings) stop the growth."""
@@ -463,7 +469,7 @@ def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: in
     vw = lanes or fit(vt.lanes, w)
     nvec = ceil_div(w, vw)
     best: tuple[float, int, int] = (0.0, 1, 1)
-    top = min(c, vt.accumulators)
+    top = min(c, vt.accumulators, MAX_BLOCK_CHANNELS)
     for ch in sorted({1 << b for b in range(top.bit_length())} | {d for d in range(1, top + 1) if c % d == 0}):
         for xv in range(1, min(nvec, max_xvecs or nvec) + 1):
             if not vt.block_fits(ch * xv, xv):
@@ -472,6 +478,14 @@ def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: in
             score = ch * xv / (ch + xv) * (w / covered) * (c / (ceil_div(c, ch) * ch))
             best = max(best, (score, ch, xv))
     return best
+
+
+# Channels of a conv's register block at most: each is a stream of weight broadcasts (one
+# output channel's weights, 1-16 KiB apart). ResNet-50's 14x14 convs on AVX-512 (one 16-lane
+# vector a row), 1 thread, Zen 4, CPU time against ONNX Runtime: 16 x 1 zmm 2.8x (1x1
+# 1024->256: 16 weight rows 4 KiB apart, one L1 set of 8 ways) and 1.7x (3x3 256->256),
+# 8 x 1 1.0-1.1x and 1.2x.
+MAX_BLOCK_CHANNELS = 8
 
 
 def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget) -> tuple[int, bool]:
@@ -521,11 +535,16 @@ def conv_block(
     A row that needs more vectors than the registers hold (AVX2: 16 ymm) is cut into
     x blocks of at most VectorTarget.block_limit vectors (the last shifted inwards).
     `chans` None: 4 where they fit (AVX-512: 4 x 4 zmm at W=56), else what the
-    accumulators allow (AVX2: 1 x 7 ymm at W=56; 4 x 7 spilled).
+    accumulators allow (AVX2: 1 x 7 ymm at W=56; 4 x 7 spilled), at most MAX_BLOCK_CHANNELS;
+    a row of at most half a vector (AVX-512 at 7x7) gets a block over rows (rows_of_plane:
+    3 channels x 7 rows), the tile then chans x rows x the width. Where the rows round up to
+    whole vectors, so does `out`'s tile when a reduction reads `out` or its row is shorter
+    than a vector.
     Returns the per-row loop of `out` (where the conv's producers can be computed)."""
     vt = vector_target(target)
     shape = p.shape_of(out)
     c, w = shape[-3], shape[-1]
+    chans_given = chans
     oc, oy, ox = (_dim(p, out, k) for k in (-3, -2, -1))
     vw, inside = _x_vectors(p, (conv, *also), c, w, vt)
     nvec = ceil_div(w, vw)
@@ -543,25 +562,53 @@ def conv_block(
         xv = min(nvec, max(1, vt.block_limit // chans))
     cb = min(chans, c)
     nvec = min(nvec, xvecs or xv)
+    rb = 1
+    if not inside and nvec == 1 and 2 * vw <= vt.lanes and chans_given is None and all(x_stride(p, cv) == 1 for cv in (conv, *also)):
+        # A row of at most half a vector (AVX-512 at 7x7: 8 of 16 lanes): the block spans rows.
+        # Not for strided convs: each row's input is a strided load (two loads and a shuffle),
+        # and at 14x14 -> 7x7, 1024 -> 2048 (ResNet-50's last downsampling), 3 x 7 ran 1.3x
+        # slower than 8 x 1 (2.5x vs 2.0x ONNX Runtime, CPU time, Zen 4).
+        cb, rb = rows_of_plane(c, shape[-2], vt)
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
-    co, ci, xo = f"{oc}o", f"{oc}i", f"{ox}o"
+    # Rounding the tile's own rows up too (a root stage computed over whole vectors) where a
+    # reduction reads it directly (the next block's conv, which rounds its reads up) and that
+    # reads no input past its end: otherwise Halide computes the last tile twice, shifted
+    # inwards, for the wider region the consumer reads; and a row shorter than one vector
+    # would be vectorized past its end. (Not a longer row that only a padding reads: 56
+    # rounded to 64 there measured 0-6% slower, resnet_block's hand schedule.)
+    wide = (
+        xb == w
+        and nvec * vw > w
+        and out not in p.outputs
+        and not inside
+        and (w < vw or any(p.stage(k).is_reduction for k in p.consumers(out) if k in p.stage_map))
+        and not widening_overreads(p, out, ox, nvec * vw - w)
+    )
+    co, ci, xo, yo = f"{oc}o", f"{oc}i", f"{ox}o", f"{oy}o"
     # Where the weights outweigh the output plane (ResNet's stages 2-4, the 1x1 convs of
     # 1024-2048 channels at 14x14 and 7x7), a channel block's weights are reused across
     # every row (channels outermost, parallel; each tile at the x block loop). Otherwise
     # each row is a parallel strip with all channels inside it (the input row reused).
     weights_first = _weights_first(p, conv, cb)
-    outer = (xo, oy, co) if weights_first else (co, xo, oy)
+    row = yo if rb > 1 else oy
+    outer = (xo, row, co) if weights_first else (co, xo, row)
     ovw = fit(vw, w) if out in p.outputs else vw  # an output's vectors can't be wider than its row
-    S(s, out).split(oc, co, ci, cb).split(ox, xo, ox, xb).reorder(ox, ci, *outer).vectorize(ox, ovw).parallel(outer[-1])
+    o = S(s, out).split(oc, co, ci, cb)
+    if rb > 1:
+        o.split(oy, yo, oy, rb)
+    o.split(ox, xo, ox, nvec * vw if wide else xb, tail="round_up" if wide else None)
+    o.reorder(ox, *((oy,) if rb > 1 else ()), ci, *outer).vectorize(ox, ovw).parallel(outer[-1])
     at, strip = (xo, co) if weights_first else (co, xo)
     for cv in (conv, *also):
-        cc, cx = _dim(p, cv, -3), _dim(p, cv, -1)
+        cc, cy, cx = _dim(p, cv, -3), _dim(p, cv, -2), _dim(p, cv, -1)
         # Initialize the rounded-up lanes too, or they would accumulate onto uninitialized
         # (possibly denormal) memory.
         S(s, cv).compute_at(out, at).split(cx, cx, f"{cx}_v", vw, tail="round_up").vectorize(f"{cx}_v")
         rvars = [d.name for d in p.stage(cv).rdom]
         u = S(s, cv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
-        u.reorder(f"{cx}_v", f"{cx}_u", cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u")
+        u.reorder(f"{cx}_v", f"{cx}_u", *((cy,) if rb > 1 else ()), cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u")
+        if rb > 1:
+            u.unroll(cy)
         # The channel loop has cb iterations at the tile; validation bounds an unroll by the
         # stage's declared extent, so more channels than an unroll may have (1024 in ResNet-50's
         # stage 3) are unrolled as a split by cb (an outer loop of one iteration).
@@ -570,6 +617,33 @@ def conv_block(
         else:
             u.unroll(cc)
     return strip
+
+
+def x_stride(p: Pipeline, conv: str) -> int:
+    """The stride along x of a conv's reads of its input (2 for a strided conv; 1 if no read
+    is affine in the output's x)."""
+    x = _dim(p, conv, -1)
+    strides = [1]
+    for ex in p.stage(conv).exprs():
+        for a in E.accesses(ex):
+            form = E.affine(a.index[-1]) if a.index else None
+            if form is not None and form[0].get(x):
+                strides.append(abs(form[0][x]))
+    return max(strides)
+
+
+def rows_of_plane(c: int, h: int, target: str | VectorTarget | None = None) -> tuple[int, int]:
+    """(channels, rows) of conv_block's register block where a row is one vector of at most
+    half the target's lanes (AVX-512 at 7x7: 8-lane vectors): rows = the largest divisor of
+    h up to 8 (the whole 7x7 plane), channels as many as fit MAX_ACCUMULATORS and the
+    registers with a vector per row and a broadcast (3 x 7 on AVX-512). Each weight
+    broadcast then feeds a whole plane, not one row: 1 thread, Zen 4, CPU time against ONNX
+    Runtime, ResNet-50's 7x7 convs: 1x1 2048->512 4.6x -> 1.08x (16 channels x one 7-lane
+    row before), 3x3 512->512 2.6x -> 0.96x; 4 x 7 within 5%, 2 x 7 15-25% slower. Not on
+    14x14 (one 16-lane vector a row): 2 x 7 there ran 1.2-1.5x slower than 8 x 1."""
+    vt = vector_target(target)
+    rb = max(d for d in range(1, min(h, 8) + 1) if h % d == 0)
+    return max(1, min(c, MAX_ACCUMULATORS // rb, (vt.registers - rb - 2) // rb)), rb
 
 
 def pad_lanes(target: str | VectorTarget | None = None) -> int:

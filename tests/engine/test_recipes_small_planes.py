@@ -1,0 +1,107 @@
+"""ResNet-like convs at small planes (engine/recipes.py conv_block, issue 14 session 8): rows
+round up to whole vectors where a residual chain ends in a padding (not an input), the
+block's tile rounds up with them, a row of at most half a vector (AVX-512 at 7x7) is blocked
+over rows, strided convs keep one row a block, and a block has at most MAX_BLOCK_CHANNELS
+channels. Every schedule validates; the host's verify."""
+
+import pytest
+
+from engine import api
+from engine.heuristic import plan
+from engine.measure import Runner
+from engine.ops import Builder
+from engine.recipes import MAX_BLOCK_CHANNELS, conv_blocking, rows_of_plane, vector_target, widening_overreads, x_stride
+from engine.schedule import Directive, Schedule, validate
+
+AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
+AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
+VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}
+
+
+def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1) -> Builder:
+    """A 3x3 conv on a padded input, `blocks` residual blocks (relu(conv(relu(conv(r))) + r):
+    the chain back to the padding is 4 stages a block), then a 1x1 conv (stride `stride`) + ReLU."""
+    b = Builder(f"chain{w}x{blocks}s{stride}", "a residual chain at a small plane")
+    x = b.input("x", (1, c, w, w))
+
+    def conv(name: str, src: str, k: int = 1, s: int = 1) -> str:
+        wt, bias = b.input(f"{name}_w", (c, c, k, k)), b.input(f"{name}_b", (c,))
+        return b.conv2d(name, src, wt, bias, stride=s, pad=k // 2)
+
+    r = b.activation("r0", conv("c0", x, 3), "relu")
+    for k in range(1, blocks + 1):
+        inner = b.activation(f"m{k}", conv(f"a{k}", r), "relu")
+        r = b.add(f"r{k}", conv(f"b{k}", inner), r, then_relu=True)
+    return b.build([b.activation("out", conv("last", r, 1, stride), "relu")])
+
+
+def _split(s: Schedule, stage: str, inner: str, update: bool = True) -> Directive | None:
+    ss = s.of(stage)
+    return next((d for d in (ss.update if update else ss.pure) if d.kind == "split" and d.inner == inner), None)
+
+
+def test_widening_follows_a_residual_chain_to_its_padding():
+    # 3 blocks: the last conv is 13 producers from the padding (depth 8 used to refuse it).
+    p = _residual_chain(7, 3)
+    assert not widening_overreads(p, "last", "x", 1)
+    assert not widening_overreads(p, "r3", "x", 1)  # the block's output (a tile) may round up too
+    assert widening_overreads(p, "last", "x", 1, depth=8)  # what the old depth of 8 said
+    # A conv reading the input itself can't round up.
+    b = Builder("direct", "a 1x1 conv on the input")
+    x = b.input("x", (1, 8, 7, 7))
+    conv = b.conv2d("c", x, b.input("w", (8, 8, 1, 1)))
+    assert widening_overreads(b.build([b.activation("out", conv, "relu")]), "c", "x", 1)
+    assert x_stride(p, "last") == 1 and x_stride(_residual_chain(14, 1, stride=2), "last") == 2
+
+
+def test_a_small_plane_conv_is_blocked_over_rows_with_whole_vectors():
+    p = _residual_chain(7, 3, c=32)
+    ch, rb = rows_of_plane(32, 7, AVX512)
+    assert (ch, rb) == (3, 7)  # 21 accumulators + 7 row vectors + a broadcast of 32 zmm
+    s = plan(p, AVX512).schedule
+    x_v = _split(s, "last", "x_v")
+    assert x_v is not None and x_v.factor == 8  # 8-lane rows, not 7-lane ones
+    y = _split(s, "out", "y", update=False)
+    c = _split(s, "out", "ci", update=False)
+    assert y is not None and y.factor == 7 and c is not None and c.factor == ch
+    assert any(d.kind == "unroll" and d.loop == "y" for d in s.of("last").update)
+    # The block's tile rounds up with its rows (a ReLU read by the next block's convs).
+    tile = _split(s, "r3", "x", update=False)
+    assert tile is not None and tile.factor == 8 and tile.tail == "round_up"
+    # AVX2: 8 lanes are the whole vector, so one row a block, as before.
+    s2 = plan(p, AVX2).schedule
+    assert _split(s2, "out", "y", update=False) is None and _split(s2, "last", "x_v").factor == 8
+    for sched in (s, s2):
+        validate(p, sched)
+
+
+def test_a_strided_conv_keeps_one_row_a_block():
+    p = _residual_chain(14, 1, stride=2)
+    s = plan(p, AVX512).schedule
+    assert _split(s, "out", "y", update=False) is None
+    c = _split(s, "out", "ci", update=False)
+    assert c is not None and c.factor <= MAX_BLOCK_CHANNELS
+    validate(p, s)
+
+
+def test_conv_blocks_take_at_most_max_block_channels():
+    for target in (AVX2, AVX512):
+        vt = vector_target(target)
+        for c in (16, 64, 256, 1024):
+            for w in (7, 14, 28, 56):
+                ch, xv = conv_blocking(c, w, target)
+                assert 1 <= ch <= MAX_BLOCK_CHANNELS and ch * xv <= vt.accumulators
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Runner() as r:
+        yield r
+
+
+@pytest.mark.parametrize(("w", "stride"), [(7, 1), (14, 2)])
+def test_small_plane_schedules_verify(w, stride, runner):
+    # The host's target (AVX-512 here: the rows block at 7x7) on the residual chain.
+    p = _residual_chain(w, 2, c=16, stride=stride)
+    m = api.measure(p, plan(p).schedule, runner, None, **VERIFY_ONLY)
+    assert m.ok and m.verified, m.error
