@@ -6,7 +6,10 @@ tree) for one small ONNX model per case, timed against ONNX Runtime on the same 
 Cases: `dw:C:H:S[:r]` a 3x3 depthwise conv of C channels at HxH, stride S, pad 1, + bias
 (r: + ReLU6); `pw:CI:CO:H[:r]` a 1x1 conv + bias (r: + ReLU); `pr:CI:CO:H` MobileNet's
 projection (depthwise + the CI->CO 1x1 with no pointwise consumer + the CO->CI 1x1 + ReLU);
-or a path to an .onnx file. Random weights, fixed seed.
+`cv:CI:CO:H:K:S[:FLAGS]` a dense KxK conv, stride S, pad K//2, + bias (FLAGS: r + ReLU,
+p a ReLU before it, m a 3x3 max pool (stride 1, pad 1) before it: the conv reads a stage
+whose region may grow, as a network's convs do (its padding stops the growth); ResNet-50's 3x3 and
+strided 1x1 shapes); or a path to an .onnx file. Random weights, fixed seed.
 
 Two clocks: `--clock wall` measures through the runner (a worker process, every result
 verified; best and median of rounds), `--clock cpu` times this thread's CPU time in this
@@ -68,6 +71,21 @@ def build_model(case: str, folder: Path) -> Path:
         ho = h
         nodes.append(helper.make_node("Conv", ["x", "W", "b"], ["c" if act else "y"], kernel_shape=[1, 1]))
         inits += [init("W", (co, ci, 1, 1)), init("b", (co,))]
+        if act:
+            nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif kind == "cv":
+        ci, co, h, k, st = (int(v) for v in f[1:6])
+        flags = f[6] if len(f) > 6 else ""
+        act = "r" in flags
+        ho = (h + 2 * (k // 2) - k) // st + 1
+        if "p" in flags:
+            nodes.append(helper.make_node("Relu", ["x"], ["xr"]))
+        if "m" in flags:
+            nodes.append(helper.make_node("MaxPool", ["x"], ["xm"], kernel_shape=[3, 3], pads=[1] * 4))
+        src = "xr" if "p" in flags else "xm" if "m" in flags else "x"
+        conv = helper.make_node("Conv", [src, "W", "b"], ["c" if act else "y"], kernel_shape=[k, k], strides=[st] * 2, pads=[k // 2] * 4)
+        nodes.append(conv)
+        inits += [init("W", (co, ci, k, k)), init("b", (co,))]
         if act:
             nodes.append(helper.make_node("Relu", ["c"], ["y"]))
     elif kind == "pr":
