@@ -186,6 +186,12 @@ class LoopNest:
         stage order."""
         return self.context.effective_consumers(stage)
 
+    def placement_key(self, stage: str) -> Hashable:
+        """For a stage not inlined: a key that is equal for two nests of the same pipeline when
+        the stage's placement is (its directives, region, realizations, allocation and loops,
+        where it is computed and stored, and so the loops of the stages it is computed inside)."""
+        return self.context.pid[stage]
+
     def stage_key(self, stage: str) -> Hashable:
         """A key that is equal for two nests of the same pipeline when everything this model
         says about `stage` is: its placement and loops (with those of the stages it is

@@ -346,6 +346,39 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
     if pl.compute == "inline":
         f["inlined_calls"] = _inlined_calls(nest, name)
         return f, None
+    pkey = (name, nest.placement_key(name))
+    placed = _cache(p).placed
+    part = placed.get(pkey)
+    if part is None:
+        part = placed.put(pkey, _placed_features(nest, name))
+    fixed, productions, region, dim = part
+    f.update(fixed)
+    red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
+    per_point = nest.effective_flops(s.value)
+    if s.update is not None:
+        per_point += (nest.effective_flops(s.update) + 1) * red
+    f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
+    per_real = per_iter = 0
+    for src in nest.effective_sources(name):
+        per_real += math.prod(nest.required_region(src, name, per="realization"))
+        per_iter += math.prod(nest.required_region(src, name, per="iteration"))
+    f["unique_bytes_read_per_realization"] = per_real * BYTES_PER_ELEMENT
+    f["unique_bytes_read_per_iteration"] = per_iter * BYTES_PER_ELEMENT
+    f["bytes_read_total"] = per_real * BYTES_PER_ELEMENT * productions
+    inside = sum(math.prod(nest.placements[q].allocation) for q in nest.stored_inside(name))
+    f["working_set"] = (region + inside) * BYTES_PER_ELEMENT
+    f["loads_dense"], f["loads_broadcast"], f["loads_gather"] = _loads_along(nest, s, dim)
+    return f, terms_of(nest, name, per_point, per_real)
+
+
+def _placed_features(nest: LoopNest, name: str) -> tuple[dict[str, float], int, int, str | None]:
+    """The features of non-inlined stage `name` that its placement alone fixes (its sites,
+    loops and buffers: see `LoopNest.placement_key`), with its productions, the points of its
+    region and the loop dim its loads are classified along; cached per pipeline by that key
+    (a stage whose closure or neighbours changed keeps its placement)."""
+    p, pl = nest.pipeline, nest.placements[name]
+    s = p.stage(name)
+    f: dict[str, float] = {}
     depth, productions, outer_par = _site(nest, name, False)
     sdepth, realizations, _ = _site(nest, name, True)
     f["store_outer"] = float(sdepth < depth or nest.schedule.of(name).store() == STORE_ROOT)
@@ -355,11 +388,6 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
     f["points_per_production"], f["points_total"] = region, region * productions
     f["points_per_realization"] = region * productions / max(realizations, 1)
     f["recompute_ratio"] = region * productions / s.size
-    red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
-    per_point = nest.effective_flops(s.value)
-    if s.update is not None:
-        per_point += (nest.effective_flops(s.update) + 1) * red
-    f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
     loops = pl.loops
     last_dim = s.dims[-1].name
     inner = loops[-1]
@@ -388,19 +416,9 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
     f["bytes_at_production"] = region * BYTES_PER_ELEMENT
     f["innermost_bytes_at_realization"] = pl.allocation[-1] * BYTES_PER_ELEMENT
     f["innermost_bytes_at_production"] = pl.region[-1] * BYTES_PER_ELEMENT
-    per_real = per_iter = 0
-    for src in nest.effective_sources(name):
-        per_real += math.prod(nest.required_region(src, name, per="realization"))
-        per_iter += math.prod(nest.required_region(src, name, per="iteration"))
-    f["unique_bytes_read_per_realization"] = per_real * BYTES_PER_ELEMENT
-    f["unique_bytes_read_per_iteration"] = per_iter * BYTES_PER_ELEMENT
-    f["bytes_read_total"] = per_real * BYTES_PER_ELEMENT * productions
-    inside = sum(math.prod(nest.placements[q].allocation) for q in nest.stored_inside(name))
-    f["working_set"] = (region + inside) * BYTES_PER_ELEMENT
     along = vec if vec is not None else inner
     dim = next((pt.dim for pt in along.parts if pt.stride == 1), along.parts[0].dim if along.parts else None)
-    f["loads_dense"], f["loads_broadcast"], f["loads_gather"] = _loads_along(nest, s, dim)
-    return f, terms_of(nest, name, per_point, per_real)
+    return f, productions, region, dim
 
 
 # --- arrays ------------------------------------------------------------------------------
@@ -430,6 +448,7 @@ class _Cache:
         self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
         self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
         self.loads: LRU[tuple, tuple[int, int, int]] = LRU(ROW_CACHE)
+        self.placed: LRU[tuple, tuple] = LRU(ROW_CACHE)  # (stage, placement key) -> `_placed_features`
         pos = {s.name: k for k, s in enumerate(p.stages)}
         self.edges = [(prod, s.name) for s in p.stages for prod in s.sources() if prod in p.stage_map]
         self.edge_index = np.array([(pos[a], pos[b]) for a, b in self.edges], dtype=np.int64).T.reshape(2, -1)

@@ -221,8 +221,9 @@ class TVMModel(LearnedModel):
         ms = np.zeros(len(raw))
         ms[mask] = np.exp(self.base + raw[mask])
         totals = np.bincount(graph[mask], ms[mask], minlength=len(built))
-        stages = np.split(ms, np.arange(n, n * len(built), n))
-        return predictions(self.name, p, clip_predictions(totals, stages, self.config).tolist(), stages)
+        stages = np.split(ms, np.arange(n, n * len(built), n))  # views of ms: clipped in place
+        clipped = clip_predictions(totals, stages, self.config).tolist()
+        return predictions(self.name, p, clipped, ms.reshape(len(built), n).tolist())  # Python floats: no per-element conversion
 
     def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         if not samples:
