@@ -51,6 +51,10 @@ class VectorTarget:
     target: str
     lanes: int
     registers: int
+    # The core runs each 512-bit op as two 256-bit halves (Zen 4: Halide's avx512_zen4 without
+    # avx512_zen5), so 8-lane vectors lose no FMA throughput against 16-lane ones, and a row
+    # of whole 8-lane vectors (W=56: 7 ymm) beats one rounded up to 16 lanes (64).
+    split_wide: bool = False
 
     @property
     def accumulators(self) -> int:
@@ -102,7 +106,8 @@ def _vector_target(target: str) -> VectorTarget:
     t = hl.Target(target)
     lanes = max(1, t.natural_vector_size(hl.Float(32)))
     wide = t.has_feature(hl.TargetFeature.AVX512) or (t.arch == hl.TargetArch.ARM and t.bits == 64)
-    return VectorTarget(target, lanes, 32 if wide else 16)
+    split = lanes == 16 and t.has_feature(hl.TargetFeature.AVX512_Zen4) and not t.has_feature(hl.TargetFeature.AVX512_Zen5)
+    return VectorTarget(target, lanes, 32 if wide else 16, split)
 
 
 def fit(factor: int, extent: int) -> int:
@@ -498,6 +503,15 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
     ones; W=14: 8 lanes over 2). A row shorter than the lanes is one vector of W lanes."""
     vw = min(vt.lanes, 1 << max(0, (w - 1).bit_length()))  # a row shorter than the lanes: one vector
     extra = ceil_div(w, vw) * vw - w
+    half = vt.lanes // 2
+    pointwise = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
+    if vt.split_wide and pointwise and w > vt.lanes and w % vt.lanes and w % half == 0:
+        # Whole half-width vectors where full ones would round up (Zen 4 at W=56: conv_block's
+        # 3 x 7 ymm, not 4 x 4 zmm rounded to 64), for 1x1 convs. 1 thread, CPU time against
+        # ONNX Runtime, ResNet-50's 56x56 1x1 convs, best of rounds: 64->256 1.54x -> 1.27x,
+        # 256->64 1.41x -> 1.34x, 64->64 1.41x -> 1.24x; the 3x3 64->64 within the noise
+        # (1.26x -> 1.23x and 1.26x -> 1.34x in two runs), so not there.
+        return half, False
     if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
         return vw, False
     if w < vt.lanes:

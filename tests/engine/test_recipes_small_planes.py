@@ -105,3 +105,27 @@ def test_small_plane_schedules_verify(w, stride, runner):
     p = _residual_chain(w, 2, c=16, stride=stride)
     m = api.measure(p, plan(p).schedule, runner, None, **VERIFY_ONLY)
     assert m.ok and m.verified, m.error
+
+
+ZEN4 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_zen4-f16c-fma-sse41"
+
+
+def _pointwise_at(w: int, k: int) -> Builder:
+    b = Builder(f"pw{w}k{k}", "a conv on a padded, pooled input")
+    x = b.input("x", (1, 16, w, w))
+    pooled = b.pool2d("pool", b.pad("pool_pad", x, 1), "max", 3, 1)  # a stage whose rows may round up
+    conv = b.conv2d("c", pooled, b.input("w", (64, 16, k, k)), b.input("b", (64,)), pad=k // 2)
+    return b.build([b.activation("out", conv, "relu")])
+
+
+def test_zen4_takes_half_width_vectors_for_1x1_convs_at_56():
+    assert vector_target(ZEN4).split_wide and not vector_target(AVX512).split_wide and not vector_target(AVX2).split_wide
+    p = _pointwise_at(56, 1)
+    s = plan(p, ZEN4).schedule
+    assert (_split(s, "c", "x_v").factor, _split(s, "c", "x_u").factor, _split(s, "out", "ci", update=False).factor) == (8, 7, 3)
+    s5 = plan(p, AVX512).schedule  # both halves at once (Skylake-X): 16 lanes, rounded up to 64
+    assert (_split(s5, "c", "x_v").factor, _split(s5, "c", "x_u").factor) == (16, 4)
+    # A 3x3 conv keeps full vectors on Zen 4 (no gain measured there).
+    assert _split(plan(_pointwise_at(56, 3), ZEN4).schedule, "c", "x_v").factor == 16
+    for sched in (s, s5):
+        validate(p, sched)
