@@ -19,7 +19,10 @@ pipeline: they depend on the stage's loops and the target's float32 lanes only:
   accumulators of rows, as engine/recipes.py sizes its blocks, by one or two vectors); at
   root the outermost pure loop parallel. When the vector runs across rows (a source is read
   along that loop in other than its last axis: a row reduction), it has engine/heuristic.py's
-  ROW_LANES lanes and one vector only: more rows 4 KiB apart overfill an L1 set (search/reuse.py).
+  ROW_LANES lanes and one vector only: more rows 4 KiB apart overfill an L1 set (search/reuse.py);
+- an output stage whose innermost loop the target's lanes do not divide takes the widest power
+  of two that does, if at least half the lanes (`_width`, as engine/heuristic.py's vector
+  updates of outputs): an output's tail is guarded, a cost V does not see.
 
 Every template is checked with `sampler.still_legal` (location, factors within the region,
 the tails the sampler's rules require), so an option offered is legal by construction.
@@ -36,13 +39,14 @@ from .. import loops as L
 from .. import sampler
 from ..heuristic import ROW_LANES
 from ..ir import Pipeline, Stage
-from ..recipes import fit, vector_target
+from ..recipes import dividing, fit, vector_target
 from ..schedule import Directive, Kind, Schedule, StageSchedule
 from .space import legal_decision, nest_locations
 
 STRIP_ROWS = (8, 32)  # rows per parallel strip
 TILE_COLS = 128  # columns of a 2-D tile (512 bytes of float32 per row: a few cache lines of each row)
 KBLOCK = 128  # a long reduction loop blocked by this much, the block loop outside the pure loops (cache blocking)
+MIN_TAILFREE_LANES = 4  # narrowest tail-free vector an output stage takes instead of a wider one with a tail
 LOCATIONS_AT = 4  # compute_at locations templated per consumer: the innermost ones that are legal
 
 
@@ -206,6 +210,19 @@ def _update_templates(
     return out
 
 
+def _width(p: Pipeline, s: Stage, extents: dict[str, int], lanes: int) -> int:
+    """The vector width templated: the target's lanes; for an output stage, where they do not
+    divide the innermost pure loop and a power of two of at least half of them does, that one
+    (as engine/heuristic.py's vector updates choose). An output's buffer cannot be rounded up,
+    so a vector loop with a tail is guarded (guard_with_if) and its last vector of every row runs
+    masked or scalar, which V does not see; for a short row that is much of it (maxpool's 56-wide
+    rows: 16 lanes with a tail measured 1.13 ms, 8 lanes without 0.39 ms, the schedule otherwise
+    the same). An intermediate stage's buffer is rounded up instead (no guard): its lanes stay."""
+    ext = extents.get(s.dims[-1].name, 0) if s.dims else 0
+    alt = dividing(lanes, ext) if ext > 0 and s.name in p.outputs else lanes
+    return alt if alt != fit(lanes, ext) and alt >= max(MIN_TAILFREE_LANES, lanes // 2) else lanes
+
+
 def template_options(
     p: Pipeline, partial: Schedule, name: str, lanes: int | None = None, accumulators: int | None = None
 ) -> list[StageSchedule]:
@@ -230,10 +247,12 @@ def template_options(
         else:
             extents, guard = sampler.placement_context(p, partial, name, loc)
             root = loc[0] == "root"
-            pures = _pure_templates(p, name, extents, guard, root, lanes)
+            w = _width(p, s, extents, lanes)
+            pures = _pure_templates(p, name, extents, guard, root, w)
             if s.is_reduction:
                 init = pures[0]  # the init: vectorized (and parallel at root)
-                cands = [StageSchedule(head + init, u) for u in _update_templates(p, name, extents, guard, root, lanes, accumulators)]
+                ups = _update_templates(p, name, extents, guard, root, w, accumulators)
+                cands = [StageSchedule(head + init, u) for u in ups]
             else:
                 cands = [StageSchedule(head + x) for x in pures]
         for c in cands:

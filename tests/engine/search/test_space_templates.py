@@ -116,3 +116,25 @@ def test_a_stage_is_offered_the_loop_of_its_readers_reader():
             validate(p, with_decision(partial, name, o))
         partial = with_decision(partial, name, opts[0])
     assert nest_locations(p, Schedule(name="empty"), "Ix") == []  # consumers at root: only their own loops (the sampler's)
+
+
+def _vector_widths(opts):
+    return {d.factor for o in opts for d in o.pure + o.update if d.kind == Kind.SPLIT and d.loop == "x" and d.inner in _vectorized(o)}
+
+
+def _vectorized(o):
+    return {d.loop for d in o.pure + o.update if d.kind == Kind.VECTORIZE}
+
+
+def test_an_output_with_short_rows_gets_tail_free_vectors():
+    """maxpool's output rows are 56 wide: 16 lanes would leave a guarded tail on every row
+    (an output's buffer cannot be rounded up), so its templates take 8 lanes (one vector: no
+    guard_with_if); an intermediate stage of the same width (conv_relu's conv) keeps 16."""
+    p = zoo.get("maxpool", "full")
+    opts = template_options(p, Schedule(name="t"), "pool", 16)
+    assert opts and _vector_widths(opts) == {8}
+    single = [o for o in opts if not any(d.kind == Kind.UNROLL for d in o.update)]  # one vector wide (no register block)
+    assert single and not any(d.tail == "guard_with_if" for o in single for d in o.update if d.kind == Kind.SPLIT and d.loop == "x")
+    q = zoo.get("conv_relu", "full")
+    partial = with_decision(Schedule(name="t"), "relu", template_options(q, Schedule(name="t"), "relu", 16)[0])
+    assert 16 in _vector_widths(template_options(q, partial, "conv", 16))
