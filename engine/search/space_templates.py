@@ -20,7 +20,7 @@ pipeline: they depend on the stage's loops and the target's float32 lanes only:
   root the outermost pure loop parallel. When the vector runs across rows (a source is read
   along that loop in other than its last axis: a row reduction), it has engine/heuristic.py's
   ROW_LANES lanes and one vector only: more rows 4 KiB apart overfill an L1 set (search/reuse.py);
-- an output stage whose innermost loop the target's lanes do not divide takes the widest power
+- an output reduction whose innermost loop the target's lanes do not divide takes the widest power
   of two that does, if at least half the lanes (`_width`, as engine/heuristic.py's vector
   updates of outputs): an output's tail is guarded, a cost V does not see.
 
@@ -211,15 +211,16 @@ def _update_templates(
 
 
 def _width(p: Pipeline, s: Stage, extents: dict[str, int], lanes: int) -> int:
-    """The vector width templated: the target's lanes; for an output stage, where they do not
+    """The vector width templated: the target's lanes; for an output reduction, where they do not
     divide the innermost pure loop and a power of two of at least half of them does, that one
     (as engine/heuristic.py's vector updates choose). An output's buffer cannot be rounded up,
     so a vector loop with a tail is guarded (guard_with_if) and its last vector of every row runs
     masked or scalar, which V does not see; for a short row that is much of it (maxpool's 56-wide
     rows: 16 lanes with a tail measured 1.13 ms, 8 lanes without 0.39 ms, the schedule otherwise
-    the same). An intermediate stage's buffer is rounded up instead (no guard): its lanes stay."""
+    the same). An intermediate stage's buffer is rounded up instead (no guard), and a pure
+    output's tail is shifted inwards (no guard): their lanes stay."""
     ext = extents.get(s.dims[-1].name, 0) if s.dims else 0
-    alt = dividing(lanes, ext) if ext > 0 and s.name in p.outputs else lanes
+    alt = dividing(lanes, ext) if ext > 0 and s.is_reduction and s.name in p.outputs else lanes
     return alt if alt != fit(lanes, ext) and alt >= max(MIN_TAILFREE_LANES, lanes // 2) else lanes
 
 
