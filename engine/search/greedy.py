@@ -133,19 +133,26 @@ def greedy_value_search(ctx: SearchContext) -> None:
 
 
 def zero_measure(
-    ctx: SearchContext, value: OfflineValue | None = None, k: int | None = None, beam: int | None = None, reuse: bool = True
+    ctx: SearchContext,
+    value: OfflineValue | None = None,
+    k: int | None = None,
+    beam: int | None = None,
+    reuse: bool = True,
+    diverse: int | None = None,
 ) -> Schedule:
     """Decide every stage of `ctx.p` with the offline value function alone, from an empty
     schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` random options per stage
-    besides the structured ones and a beam of `beam` states (defaults value_offline.K_GREEDY,
-    BEAM), scored by V plus the capacity-traffic term (search/reuse.py) unless `reuse` is
+    besides the structured ones and a beam of `beam` states plus the best of `diverse` further
+    distinct structured decisions (defaults value_offline.K_GREEDY, BEAM, DIVERSE; DIVERSE
+    only with `reuse`, the earlier form has none), scored by V plus the capacity-traffic term (search/reuse.py) unless `reuse` is
     False; measures nothing. The time is charged to ctx's model time."""
-    from .value_offline import BEAM, K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
+    from .value_offline import BEAM, DIVERSE, K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
 
     t = time.perf_counter()
     try:
         kk, bb = K_GREEDY if k is None else k, BEAM if beam is None else beam
-        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb, reuse=reuse)
+        dd = (DIVERSE if reuse else 0) if diverse is None else diverse
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb, reuse=reuse, diverse=dd)
     finally:
         ctx.charge_model_time(time.perf_counter() - t)
     s.name = "greedy (0 measurements)"

@@ -84,6 +84,14 @@ K_GREEDY = 4  # random options per stage when V alone decides (zero-measurement 
 # before the product's decision could show its lower traffic (README, issue 15).
 BEAM = 10
 BEAM_V_ALONE = 3  # the earlier setting (V alone, no capacity term): the bench's greedy0_v
+# Besides the beam, per step the best state of each of this many further distinct structured
+# decisions (templates) of the stage just decided. V's scores of a step's states are close
+# together and often wrong in order at full size, so a beam of the 10 best by V can hold
+# only variants of one poor line: attention's greedy0 kept a serial scalar `probs_sum` and an
+# unblocked `scores` (measured 74-100 ms); keeping the best state of each of 10 more template
+# decisions, it finds one measured 5-8x faster (12-18 ms; README, issue 15). It widens what V
+# chooses among, so other pipelines' schedules move too, either way (measured there).
+DIVERSE = 10
 
 
 # --- states --------------------------------------------------------------------------------
@@ -248,6 +256,33 @@ def shipped_value() -> OfflineValue:
 
 
 # --- greedy with V ------------------------------------------------------------------------
+def keep_states(
+    kids: Sequence[Schedule], vals: Sequence[float], structured: set[int], stage: str, beam: int, diverse: int = 0
+) -> list[Schedule]:
+    """The states a step of `value_greedy` keeps: the `beam` distinct `kids` of lowest score
+    (ties: the first offered), then, best first, the kids of up to `diverse` further distinct
+    decisions of `stage` among the structured ones (indices in `structured`; see DIVERSE)."""
+    ranked = sorted(range(len(kids)), key=lambda i: (vals[i], i))
+    states: list[Schedule] = []
+    seen: set[str] = set()
+    for i in ranked:
+        h = kids[i].content_hash()
+        if h not in seen:
+            seen.add(h)
+            states.append(kids[i])
+        if len(states) >= max(1, beam):
+            break
+    decided, extra = {x.stages[stage] for x in states}, 0
+    for i in ranked:
+        if extra >= diverse:
+            break
+        if i in structured and kids[i].stages[stage] not in decided:
+            decided.add(kids[i].stages[stage])
+            states.append(kids[i])
+            extra += 1
+    return states
+
+
 def value_greedy(
     p: Pipeline,
     value: OfflineValue,
@@ -259,6 +294,7 @@ def value_greedy(
     templates: bool = True,
     beam: int = 1,
     reuse: bool = False,
+    diverse: int = 0,
 ) -> Schedule:
     """A complete schedule decided stage by stage from an empty one, by V alone: per stage
     `k` legal options (the sampler's) and, with `templates`, the structured ones
@@ -266,7 +302,9 @@ def value_greedy(
     random one instead, for training). With `beam` > 1 the `beam` best distinct states are
     kept at every step (each expanded, all children scored in one batch) and the best
     complete one wins: V is surest about complete schedules, and a decision that looked
-    best early need not end best. No cost-model completion and no measurement. `visited`
+    best early need not end best; with `diverse` > 0 also the best state of each of up to
+    `diverse` further distinct template decisions of the step's stage (see DIVERSE). No
+    cost-model completion and no measurement. `visited`
     collects each step's children; `check` runs between steps (a search's cancel). With
     `reuse`, each state's score is V's predicted ms plus the capacity traffic of its decided
     stages (search/reuse.py): V cannot see cache-capacity effects at sizes it was not trained on."""
@@ -275,13 +313,16 @@ def value_greedy(
         if check is not None:
             check()
         kids: list[Schedule] = []
+        structured: set[int] = set()  # indices of kids whose decision is a template
         for partial in states:
             opts = stage_options(p, partial, st, rng, k)
+            n_random = len(opts)
             if templates:  # the structured decisions too, after the random ones
                 have = set(opts)
                 opts += [o for o in template_options(p, partial, st) if o not in have]
             if not opts:  # no random options asked for and no template fits: one random decision
                 opts = stage_options(p, partial, st, rng, 1)
+            structured.update(range(len(kids) + n_random, len(kids) + len(opts)))
             kids += [with_decision(partial, st, o) for o in opts]
         if visited is not None:
             visited.append(kids)
@@ -291,15 +332,7 @@ def value_greedy(
         vals = value.values(p, kids)
         if reuse:
             vals = np.log(np.exp(vals) + np.array([penalty_ms(p, c, decided_only=True) for c in kids]))
-        ranked = sorted(range(len(kids)), key=lambda i: (vals[i], i))  # ties: the first offered (deterministic)
-        states, seen = [], set()
-        for i in ranked:
-            h = kids[i].content_hash()
-            if h not in seen:
-                seen.add(h)
-                states.append(kids[i])
-            if len(states) >= max(1, beam):
-                break
+        states = keep_states(kids, vals, structured, st, beam, diverse)
     best = states[0]  # ranked by V at the last step
     validate(p, best)
     return best

@@ -106,3 +106,24 @@ def test_training_states_include_the_heuristic_trajectory_and_template_siblings(
     assert len(guided) >= len(plain) + len(order(p))  # the heuristic's prefixes, and its siblings
     h_ms = model.predict_many(p, [seed_schedule(p)])[0].total_ms
     assert min(s.time_ms for s in guided) <= h_ms * (1 + 1e-6)
+
+
+def test_a_step_keeps_the_beam_and_the_best_of_further_structured_decisions():
+    """keep_states: the `beam` lowest-scored distinct states, then the best-scored state of
+    each further distinct template decision (never a random option's), at most `diverse`."""
+    from engine.schedule import Directive, Kind, StageSchedule
+    from engine.search.space import with_decision
+    from engine.search.value_offline import keep_states
+
+    p = zoo.get("matmul", "small")
+    st = order(p)[0]
+    root = Directive(Kind.COMPUTE_ROOT)
+    decs = [StageSchedule((root,)), StageSchedule((root, Directive(Kind.PARALLEL, loop="i")))]
+    decs += [StageSchedule((root, Directive(Kind.VECTORIZE, loop="j", factor=f))) for f in (2, 4, 8)]
+    kids = [with_decision(Schedule(name="s"), st, d) for d in decs]
+    vals = [0.0, 1.0, 3.0, 2.0, 4.0]
+    assert keep_states(kids, vals, set(), st, 1) == [kids[0]]
+    assert keep_states(kids, vals, {1, 2, 3}, st, 1, diverse=2) == [kids[0], kids[1], kids[3]]  # best first: 1.0, 2.0
+    assert keep_states(kids, vals, {2, 4}, st, 2, diverse=5) == [kids[0], kids[1], kids[2], kids[4]]  # only templates; 3 is random
+    again = [*kids, kids[0]]
+    assert keep_states(again, [*vals, -1.0], {5}, st, 1, diverse=3) == [kids[0]]  # the same state twice: kept once
