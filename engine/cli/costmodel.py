@@ -399,7 +399,8 @@ def _finetune_splits(args: argparse.Namespace, env: Any) -> int:
             f"(cut {r['cut']:.0%}), tau {r['before_kendall_tau']:.2f} -> {r['after_kendall_tau']:.2f}"
         )
     lines.append(f"median cut {rep['median_cut']:.0%}, median tau change {rep['median_tau_change']:+.3f}; "
-                 f"halved on {rep['halved']} of {len(rep['pipelines'])}, tau up on {rep['tau_improved']}")  # fmt: skip
+                 f"halved on {rep['halved']} of {len(rep['pipelines'])}, tau up on {rep['tau_improved']}, "
+                 f"both on {rep['target_met']}")  # fmt: skip
     print_result(args, rep, "\n".join(lines))
     return 0
 

@@ -175,5 +175,7 @@ def test_the_benchmark_splits_report_before_after_per_pipeline(stored):
     assert [r["n_train"] for r in blur["splits"]] == [20, 20] and all(r["n_test"] == 16 for r in blur["splits"])
     assert blur["cut"] == pytest.approx(1 - blur["after_median_abs_log_error"] / blur["before_median_abs_log_error"])
     assert blur["cut"] > 0.5 and rep["halved"] == 1 and rep["median_cut"] == blur["cut"]
+    # the target counts a pipeline only when its error is halved and its tau is better too
+    assert rep["target_met"] == int(blur["after_kendall_tau"] > blur["before_kendall_tau"]) <= rep["tau_improved"]
     with pytest.raises(ValueError, match="36 measurements of blur: need 50 to train on"):
         FT.finetune_splits(stored, HERE, ["blur"], n_train=50)
