@@ -491,6 +491,7 @@ def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: in
 # 1024->256: 16 weight rows 4 KiB apart, one L1 set of 8 ways) and 1.7x (3x3 256->256),
 # 8 x 1 1.0-1.1x and 1.2x.
 MAX_BLOCK_CHANNELS = 8
+HALF_L1_BYTES = 16 * 1024  # half of a 32 KiB L1 data cache (Zen 3/4, Skylake)
 
 
 def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget) -> tuple[int, bool]:
@@ -505,12 +506,14 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
     extra = ceil_div(w, vw) * vw - w
     half = vt.lanes // 2
     pointwise = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
-    if vt.split_wide and pointwise and w > vt.lanes and w % vt.lanes and w % half == 0:
+    row_bytes = max(p.stage(cv).rdom[0].extent for cv in convs) * w * 4  # an input row, all its channels
+    if vt.split_wide and pointwise and row_bytes <= HALF_L1_BYTES and w > vt.lanes and w % vt.lanes and w % half == 0:
         # Whole half-width vectors where full ones would round up (Zen 4 at W=56: conv_block's
-        # 3 x 7 ymm, not 4 x 4 zmm rounded to 64), for 1x1 convs. 1 thread, CPU time against
-        # ONNX Runtime, ResNet-50's 56x56 1x1 convs, best of rounds: 64->256 1.54x -> 1.27x,
-        # 256->64 1.41x -> 1.34x, 64->64 1.41x -> 1.24x; the 3x3 64->64 within the noise
-        # (1.26x -> 1.23x and 1.26x -> 1.34x in two runs), so not there.
+        # 3 x 7 ymm, not 4 x 4 zmm rounded to 64), for 1x1 convs whose input row stays in L1
+        # (3 channels a block: more passes over it). 1 thread, CPU time against ONNX Runtime,
+        # 56x56 1x1 convs, best of rounds: 64->256 1.54x -> 1.27x, 64->64 1.41x -> 1.24x;
+        # 256->64 1.41x -> 1.34x, 144->24 (mobilenet_block's projection) 5-10% slower, so not
+        # those; the 3x3 64->64 within the noise (1.26x -> 1.23x, 1.26x -> 1.34x), so not there.
         return half, False
     if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
         return vw, False
