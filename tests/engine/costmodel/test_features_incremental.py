@@ -239,6 +239,25 @@ def test_incremental_rows_equal_full_recomputation_over_mutation_chains(p):
         assert np.array_equal(raw, F.stage_features(loopnest.build(p, s), log=False))
 
 
+def test_rows_from_cached_placement_values_equal_cold_rows():
+    # A row whose stage kept its placement (another stage inlined or not, a producer placed at it
+    # changed) takes its placement's values from the `placed` cache: equal to a cold row.
+    p = zoo.get("harris", "small")
+    rng = random.Random(7)
+    F.clear_caches(p)
+    cur = sample_schedule(p, rng)
+    chain = [cur]
+    for _ in range(40):
+        cur = mutate(p, cur, rng)
+        chain.append(cur)
+    warm = [F.stage_features(loopnest.build(p, s), log=False) for s in chain]
+    stats = loopnest.cache_stats(p)
+    assert stats["features.placed"]["hits"] > 0 and stats["features.rows"]["misses"] > stats["features.placed"]["misses"]
+    for s, row in zip(chain, warm):
+        F.clear_caches(p)
+        assert np.array_equal(row, F.stage_features(loopnest.build(p, s), log=False))
+
+
 def test_one_stage_change_recomputes_only_its_rows():
     p = zoo.get("harris", "full")
     s = hand_schedule(p)
