@@ -187,9 +187,11 @@ class LoopNest:
         return self.context.effective_consumers(stage)
 
     def placement_key(self, stage: str) -> Hashable:
-        """For a stage not inlined: a key that is equal for two nests of the same pipeline when
-        the stage's placement is (its directives, region, realizations, allocation and loops,
-        where it is computed and stored, and so the loops of the stages it is computed inside)."""
+        """For a stage not inlined: a key such that two nests of the same pipeline with equal
+        keys have the same placement of the stage (its directives, region, realizations,
+        allocation and loops, where it is computed and stored, and so the loops of the stages
+        it is computed inside). Not the converse: equal placements can get a new key after a
+        cache eviction, which only costs a recomputation."""
         return self.context.pid[stage]
 
     def stage_key(self, stage: str) -> Hashable:
@@ -333,7 +335,8 @@ class _Caches:
         k = id(e)
         out = self._plan.get(k)
         if out is None:
-            flops, leaves = 0, []
+            flops = 0
+            leaves: list[str | E.Access] = []
             stack = [e]
             while stack:
                 n = stack.pop()
@@ -412,6 +415,15 @@ def _addmul(dst: dict, src: dict, m: int) -> None:
     if m:
         for k, v in src.items():
             dst[k] = dst.get(k, 0) + v * m
+
+
+def _absorb(free: dict, occ: dict, counts: dict, seq: list, k: _Lin) -> int:
+    """Add a child's summary `k` into a parent's dicts and sequence; its FLOPs to add."""
+    _addmul(free, k.free, 1)
+    _addmul(occ, k.occ, 1)
+    _addmul(counts, k.counts, 1)
+    seq.extend(k.seq)
+    return k.flops
 
 
 class _Aff(NamedTuple):
@@ -1095,14 +1107,13 @@ class _Nest:
         if len(kids) == 1:
             k = kids[0]
             return _Lin(E.own_flops(e) + k.flops, k.free, k.occ, k.counts, k.seq)
-        flops, free, occ, counts = E.own_flops(e), {}, {}, {}
-        seq = []
+        flops = E.own_flops(e)
+        free: dict[str, int] = {}
+        occ: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        seq: list[tuple[str, str]] = []
         for k in kids:
-            flops += k.flops
-            _addmul(free, k.free, 1)
-            _addmul(occ, k.occ, 1)
-            _addmul(counts, k.counts, 1)
-            seq.extend(k.seq)
+            flops += _absorb(free, occ, counts, seq, k)
         return _Lin(flops, free, occ, counts, _dedupe(seq))
 
     def _lin_owned(self, e: E.Expr, inl: frozenset[str], clos: Callable[[str], frozenset[str]]) -> _Lin:
@@ -1122,12 +1133,7 @@ class _Nest:
                 occ[leaf] = occ.get(leaf, 0) + 1
                 seq.append(("v", leaf))
                 continue
-            k = self._lin(leaf, inl, clos, True)
-            flops += k.flops
-            _addmul(free, k.free, 1)
-            _addmul(occ, k.occ, 1)
-            _addmul(counts, k.counts, 1)
-            seq.extend(k.seq)
+            flops += _absorb(free, occ, counts, seq, self._lin(leaf, inl, clos, True))
         return _Lin(flops, free, occ, counts, _dedupe(seq))
 
     def _lin_access(self, e: E.Access, inl: frozenset[str], clos: Callable[[str], frozenset[str]], owned: bool) -> _Lin:

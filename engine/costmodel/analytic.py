@@ -122,10 +122,6 @@ class AnalyticModel(BatchedModel):
         """Estimated ms per stage (0 for an inlined one)."""
         return self.predict_many(nest.pipeline, [nest.schedule], [nest])[0].stages
 
-    def stage_ms_of(self, nest: LoopNest, name: str) -> float:
-        """Estimated ms of one stage (the features ask stage by stage, for the rows they miss)."""
-        return self.ms_of_terms(stage_terms(nest, name))
-
     def ms_of_terms(self, terms: tuple[float, ...]) -> float:
         """Estimated ms of one stage from its terms (`terms_of`)."""
         return float(_ms(terms, self.cores, min, max))  # one stage: plain floats beat 1-row arrays

@@ -182,7 +182,7 @@ def op_histogram(e: E.Expr, hist: dict[str, int]) -> str:
     raise TypeError(f"not an expression: {e!r}")
 
 
-def _pattern(a: E.Access, aff: list, s: Stage, offsets: dict[str, set]) -> str:
+def _pattern(a: E.Access, aff: list[E.Affine | None], s: Stage, offsets: dict[str, set]) -> str:
     """Access pattern from the matrix of index coefficients w.r.t. the stage's loop vars
     (as Halide's featurization does): identity with one offset -> pointwise, several
     offsets of the same source -> stencil, permuted -> transpose, fewer source dims than

@@ -223,7 +223,7 @@ class TVMModel(LearnedModel):
         totals = np.bincount(graph[mask], ms[mask], minlength=len(built))
         stages = np.split(ms, np.arange(n, n * len(built), n))  # views of ms: clipped in place
         clipped = clip_predictions(totals, stages, self.config).tolist()
-        return predictions(self.name, p, clipped, ms.reshape(len(built), n).tolist())  # Python floats: no per-element conversion
+        return predictions(self.name, p, clipped, ms.reshape(len(built), n).tolist())  # one tolist: Python floats, not numpy scalars
 
     def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         if not samples:

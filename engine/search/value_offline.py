@@ -257,7 +257,7 @@ def shipped_value() -> OfflineValue:
 
 # --- greedy with V ------------------------------------------------------------------------
 def keep_states(
-    kids: Sequence[Schedule], vals: Sequence[float], structured: set[int], stage: str, beam: int, diverse: int = 0
+    kids: Sequence[Schedule], vals: Sequence[float] | np.ndarray, structured: set[int], stage: str, beam: int, diverse: int = 0
 ) -> list[Schedule]:
     """The states a step of `value_greedy` keeps: the `beam` distinct `kids` of lowest score
     (ties: the first offered), then, best first, the kids of up to `diverse` further distinct
@@ -320,9 +320,9 @@ def value_greedy(
             if templates:  # the structured decisions too, after the random ones
                 have = set(opts)
                 opts += [o for o in template_options(p, partial, st) if o not in have]
+            structured.update(range(len(kids) + n_random, len(kids) + len(opts)))
             if not opts:  # no random options asked for and no template fits: one random decision
                 opts = stage_options(p, partial, st, rng, 1)
-            structured.update(range(len(kids) + n_random, len(kids) + len(opts)))
             kids += [with_decision(partial, st, o) for o in opts]
         if visited is not None:
             visited.append(kids)
