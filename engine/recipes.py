@@ -553,8 +553,9 @@ def conv_block(
     x blocks of at most VectorTarget.block_limit vectors (the last shifted inwards).
     `chans` None: 4 where they fit (AVX-512: 4 x 4 zmm at W=56), else what the
     accumulators allow (AVX2: 1 x 7 ymm at W=56; 4 x 7 spilled), at most MAX_BLOCK_CHANNELS;
-    a row of at most half a vector (AVX-512 at 7x7) gets a block over rows (rows_of_plane:
-    3 channels x 7 rows), the tile then chans x rows x the width. Where the rows round up to
+    on AVX-512 (ROWS_MIN_LANES), a row of at most half a vector (7x7) whose height has a
+    divisor from 2 to 8 gets a block over rows (rows_of_plane: 3 channels x 7 rows), the
+    tile then chans x rows x the width. Where the rows round up to
     whole vectors, so does `out`'s tile when a reduction reads `out` or its row is shorter
     than a vector.
     Returns the per-row loop of `out` (where the conv's producers can be computed)."""
@@ -580,12 +581,23 @@ def conv_block(
     cb = min(chans, c)
     nvec = min(nvec, xvecs or xv)
     rb = 1
-    if not inside and nvec == 1 and 2 * vw <= vt.lanes and chans_given is None and all(x_stride(p, cv) == 1 for cv in (conv, *also)):
+    if (
+        ROWS_MIN_LANES <= vt.lanes
+        and not inside
+        and nvec == 1
+        and 2 * vw <= vt.lanes
+        and chans_given is None
+        and all(x_stride(p, cv) == 1 for cv in (conv, *also))
+    ):
         # A row of at most half a vector (AVX-512 at 7x7: 8 of 16 lanes): the block spans rows.
         # Not for strided convs: each row's input is a strided load (two loads and a shuffle),
         # and at 14x14 -> 7x7, 1024 -> 2048 (ResNet-50's last downsampling), 3 x 7 ran 1.3x
-        # slower than 8 x 1 (2.5x vs 2.0x ONNX Runtime, CPU time, Zen 4).
-        cb, rb = rows_of_plane(c, shape[-2], vt)
+        # slower than 8 x 1 (2.5x vs 2.0x ONNX Runtime, CPU time, Zen 4). A height with no
+        # divisor from 2 to 8 (1x1 planes after a global pool, 13 rows) has no such block: the
+        # channels stay conv_blocking's.
+        rows_cb, rows_rb = rows_of_plane(c, shape[-2], vt)
+        if rows_rb > 1:
+            cb, rb = rows_cb, rows_rb
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
     # Rounding the tile's own rows up too (a root stage computed over whole vectors) where a
     # reduction reads it directly (the next block's conv, which rounds its reads up) and that
@@ -649,18 +661,33 @@ def x_stride(p: Pipeline, conv: str) -> int:
     return max(strides)
 
 
+# The narrowest target (float32 lanes) whose convs conv_block blocks over rows: AVX-512, where
+# a row of at most half a vector (7x7: 8 of 16 lanes) leaves half of every register unused and
+# 32 registers hold a block over a whole plane. Measured there only (Zen 4); on AVX2 (8 lanes,
+# 16 registers) the rows block would fire at 2x2-4x4 planes, unmeasured.
+ROWS_MIN_LANES = 16
+
+
 def rows_of_plane(c: int, h: int, target: str | VectorTarget | None = None) -> tuple[int, int]:
     """(channels, rows) of conv_block's register block where a row is one vector of at most
     half the target's lanes (AVX-512 at 7x7: 8-lane vectors): rows = the largest divisor of
     h up to 8 (the whole 7x7 plane), channels as many as fit MAX_ACCUMULATORS and the
-    registers with a vector per row and a broadcast (3 x 7 on AVX-512). Each weight
-    broadcast then feeds a whole plane, not one row: 1 thread, Zen 4, CPU time against ONNX
-    Runtime, ResNet-50's 7x7 convs: 1x1 2048->512 4.6x -> 1.08x (16 channels x one 7-lane
-    row before), 3x3 512->512 2.6x -> 0.96x; 4 x 7 within 5%, 2 x 7 15-25% slower. Not on
-    14x14 (one 16-lane vector a row): 2 x 7 there ran 1.2-1.5x slower than 8 x 1."""
+    registers with a vector per row and a broadcast (3 x 7 on AVX-512), at most
+    MAX_BLOCK_CHANNELS. Each weight broadcast then feeds a whole plane, not one row: 1
+    thread, Zen 4, CPU time against ONNX Runtime, ResNet-50's 7x7 convs: 1x1 2048->512 4.6x
+    -> 1.08x (16 channels x one 7-lane row before), 3x3 512->512 2.6x -> 0.96x; 4 x 7 within
+    5%, 2 x 7 15-25% slower. Not on 14x14 (one 16-lane vector a row): 2 x 7 there ran
+    1.2-1.5x slower than 8 x 1. Rows 1 (a height with no divisor from 2 to 8): no block
+    over rows; conv_block then keeps conv_blocking's channels.
+
+    The accumulators are bounded by MAX_ACCUMULATORS (24: a packed matmul's block, 5 x 5 zmm
+    measured slower than 6 x 4), not by VectorTarget.accumulators (16 on AVX-512, where more
+    16-lane conv accumulators measured no faster): the measured best 3 x 7 block above has
+    21, and 2 x 7 (14, within 16) was the 15-25% slower one; 21 + 7 row vectors + a
+    broadcast fit the 32 registers."""
     vt = vector_target(target)
     rb = max(d for d in range(1, min(h, 8) + 1) if h % d == 0)
-    return max(1, min(c, MAX_ACCUMULATORS // rb, (vt.registers - rb - 2) // rb)), rb
+    return max(1, min(c, MAX_BLOCK_CHANNELS, MAX_ACCUMULATORS // rb, (vt.registers - rb - 2) // rb)), rb
 
 
 def pad_lanes(target: str | VectorTarget | None = None) -> int:

@@ -10,7 +10,15 @@ from engine import api
 from engine.heuristic import plan
 from engine.measure import Runner
 from engine.ops import Builder
-from engine.recipes import MAX_BLOCK_CHANNELS, conv_blocking, rows_of_plane, vector_target, widening_overreads, x_stride
+from engine.recipes import (
+    MAX_ACCUMULATORS,
+    MAX_BLOCK_CHANNELS,
+    conv_blocking,
+    rows_of_plane,
+    vector_target,
+    widening_overreads,
+    x_stride,
+)
 from engine.schedule import Directive, Schedule, validate
 
 AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
@@ -91,6 +99,51 @@ def test_conv_blocks_take_at_most_max_block_channels():
             for w in (7, 14, 28, 56):
                 ch, xv = conv_blocking(c, w, target)
                 assert 1 <= ch <= MAX_BLOCK_CHANNELS and ch * xv <= vt.accumulators
+
+
+def _plane(h: int, w: int, c: int = 32) -> Builder:
+    """A 3x3 conv on a padded h x w input, ReLU, then a 1x1 conv + ReLU ("last" -> "out")."""
+    b = Builder(f"plane{h}x{w}", "convs at an h x w plane")
+    x = b.input("x", (1, c, h, w))
+    r = b.activation("r", b.conv2d("c0", x, b.input("c0_w", (c, c, 3, 3)), b.input("c0_b", (c,)), pad=1), "relu")
+    last = b.conv2d("last", r, b.input("last_w", (c, c, 1, 1)), b.input("last_b", (c,)))
+    return b.build([b.activation("out", last, "relu")])
+
+
+def _block_of(s: Schedule, conv: str, out: str) -> tuple[int, int, int]:
+    """(channels, rows, x vectors) of the register block conv_block gave `conv` at `out`'s tiles."""
+    ch, rows, xu = _split(s, out, "ci", update=False), _split(s, out, "y", update=False), _split(s, conv, "x_u")
+    assert ch is not None and xu is not None, (conv, out)
+    return ch.factor, rows.factor if rows is not None else 1, xu.factor
+
+
+@pytest.mark.parametrize(
+    ("h", "w", "target"),
+    # 1x1 planes (after a global pool), a height with no divisor from 2 to 8 (13; 11 x 7), 2 rows
+    # (AVX-512), AVX2's 2x2 and 4x4 (a row of half a vector there too).
+    [(1, 1, AVX512), (1, 1, AVX2), (13, 13, AVX512), (13, 7, AVX512), (11, 7, AVX512), (2, 2, AVX512), (2, 2, AVX2), (4, 4, AVX2)],
+)
+def test_small_plane_blocks_keep_their_channel_and_accumulator_bounds(h, w, target):
+    vt = vector_target(target)
+    p = _plane(h, w)
+    s = plan(p, target).schedule
+    ch, rows, xu = _block_of(s, "last", "out")
+    assert 1 <= ch <= MAX_BLOCK_CHANNELS
+    if rows == 1:  # no block over rows: conv_blocking's bound
+        assert ch * xu <= vt.accumulators
+    else:  # a block over rows (AVX-512 only), bounded as rows_of_plane says
+        assert vt.lanes >= 16 and h % rows == 0 and ch * rows * xu <= MAX_ACCUMULATORS
+    if target == AVX2:
+        assert rows == 1  # the rows block is AVX-512's alone (measured there)
+    validate(p, s)
+
+
+def test_rows_of_plane_bounds():
+    assert rows_of_plane(2048, 7, AVX512) == (3, 7)  # ResNet-50's 7x7 block, as measured
+    for h in range(1, 17):
+        ch, rb = rows_of_plane(1024, h, AVX512)
+        assert h % rb == 0 and 1 <= ch <= MAX_BLOCK_CHANNELS and ch * rb <= MAX_ACCUMULATORS
+        assert ch * rb + rb + 2 <= vector_target(AVX512).registers
 
 
 @pytest.fixture(scope="module")
