@@ -14,6 +14,7 @@ from engine.recipes import (
     MAX_ACCUMULATORS,
     MAX_BLOCK_CHANNELS,
     conv_blocking,
+    overread_walk,
     rows_of_plane,
     vector_target,
     widening_overreads,
@@ -26,9 +27,10 @@ AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
 VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}
 
 
-def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1) -> Builder:
-    """A 3x3 conv on a padded input, `blocks` residual blocks (relu(conv(relu(conv(r))) + r):
-    the chain back to the padding is 4 stages a block), then a 1x1 conv (stride `stride`) + ReLU."""
+def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1, k0: int = 3) -> Builder:
+    """A 3x3 conv on a padded input (`k0` 1: a 1x1 conv reading the input itself), `blocks`
+    residual blocks (relu(conv(relu(conv(r))) + r): the chain back to the padding is 4 stages
+    a block), then a 1x1 conv (stride `stride`) + ReLU."""
     b = Builder(f"chain{w}x{blocks}s{stride}", "a residual chain at a small plane")
     x = b.input("x", (1, c, w, w))
 
@@ -36,7 +38,7 @@ def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1) -> Builde
         wt, bias = b.input(f"{name}_w", (c, c, k, k)), b.input(f"{name}_b", (c,))
         return b.conv2d(name, src, wt, bias, stride=s, pad=k // 2)
 
-    r = b.activation("r0", conv("c0", x, 3), "relu")
+    r = b.activation("r0", conv("c0", x, k0), "relu")
     for k in range(1, blocks + 1):
         inner = b.activation(f"m{k}", conv(f"a{k}", r), "relu")
         r = b.add(f"r{k}", conv(f"b{k}", inner), r, then_relu=True)
@@ -60,6 +62,26 @@ def test_widening_follows_a_residual_chain_to_its_padding():
     conv = b.conv2d("c", x, b.input("w", (8, 8, 1, 1)))
     assert widening_overreads(b.build([b.activation("out", conv, "relu")]), "c", "x", 1)
     assert x_stride(p, "last") == 1 and x_stride(_residual_chain(14, 1, stride=2), "last") == 2
+
+
+def test_the_overread_walk_is_memoized_and_answers_as_the_full_walk():
+    # Each block offers two paths back (its convs, its skip): without the memo the walk visits
+    # a stage once per path (8 blocks: 1,789 visits). Same answers at every depth, on a chain
+    # ending in a padding and on one whose first conv reads the input itself.
+    for k0 in (3, 1):
+        for blocks in (1, 3, 6):
+            p = _residual_chain(7, blocks, k0=k0)
+            for stage in ("last", f"r{blocks}", "m1"):
+                for depth in (0, 3, 8, 13, 27, 64):
+                    full = overread_walk(p, stage, "x", 1, depth, memo=False)
+                    memo = overread_walk(p, stage, "x", 1, depth)
+                    assert memo.overreads == full.overreads and memo.visits <= full.visits, (k0, blocks, stage, depth)
+    assert overread_walk(_residual_chain(7, 6), "last", "x", 1, 64, memo=False).visits > 400  # what the memo saves
+    # 40 blocks walked all the way to the padding (165 stages): visits grow with the stages.
+    p = _residual_chain(7, 40)
+    walk = overread_walk(p, "last", "x", 1, depth=len(p.stages))
+    assert not walk.overreads and walk.visits <= 2 * len(p.stages)
+    assert overread_walk(_residual_chain(7, 40, k0=1), "last", "x", 1, depth=len(p.stages)).overreads
 
 
 def test_a_small_plane_conv_is_blocked_over_rows_with_whole_vectors():
