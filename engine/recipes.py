@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from . import expr as E
-from .ir import Pipeline
+from .ir import BYTES_PER_ELEMENT, Pipeline
 from .loops import MAX_UNROLL
 from .schedule import S, Schedule, Wrapper, wrapper_dims
 
@@ -55,6 +55,8 @@ class VectorTarget:
     # avx512_zen5), so 8-lane vectors lose no FMA throughput against 16-lane ones, and a row
     # of whole 8-lane vectors (W=56: 7 ymm) beats one rounded up to 16 lanes (64).
     split_wide: bool = False
+    # L1 data cache per core, bytes (set by _vector_target; see X86_L1_BYTES).
+    l1_bytes: int = 32 * 1024
 
     @property
     def accumulators(self) -> int:
@@ -97,6 +99,13 @@ def _host_target() -> str:
     return str(hl.get_jit_target_from_environment())
 
 
+# L1 data cache of the x86 cores the recipes were measured on and of their class: 32 KiB on
+# Zen 2-4 and Skylake(-X). A Halide target names an ISA, not a cache, so a later core with
+# the same features (48 KiB: Zen 5, Ice Lake and later) gets this too; the only use so far
+# (_x_vectors' half-width rows) is on Zen 4 targets (split_wide) alone.
+X86_L1_BYTES = 32 * 1024
+
+
 @functools.cache
 def _vector_target(target: str) -> VectorTarget:
     import halide as hl  # noqa: PLC0415
@@ -107,7 +116,7 @@ def _vector_target(target: str) -> VectorTarget:
     lanes = max(1, t.natural_vector_size(hl.Float(32)))
     wide = t.has_feature(hl.TargetFeature.AVX512) or (t.arch == hl.TargetArch.ARM and t.bits == 64)
     split = lanes == 16 and t.has_feature(hl.TargetFeature.AVX512_Zen4) and not t.has_feature(hl.TargetFeature.AVX512_Zen5)
-    return VectorTarget(target, lanes, 32 if wide else 16, split)
+    return VectorTarget(target, lanes, 32 if wide else 16, split, X86_L1_BYTES)
 
 
 def fit(factor: int, extent: int) -> int:
@@ -476,7 +485,7 @@ def packed_rhs(p: Pipeline, prod: str, target: str | VectorTarget | None = None)
     st = p.stage(prod)
     m, n, k = st.shape[-2], st.shape[-1], st.rdom[0].extent
     rows, _ = packed_block(vt)
-    if n < vt.lanes or m < PACK_MIN_ROW_BLOCKS * rows or 4 * k * n <= PACK_MIN_BYTES:
+    if n < vt.lanes or m < PACK_MIN_ROW_BLOCKS * rows or BYTES_PER_ELEMENT * k * n <= PACK_MIN_BYTES:
         return None
     return b
 
@@ -522,7 +531,6 @@ def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: in
 # 1024->256: 16 weight rows 4 KiB apart, one L1 set of 8 ways) and 1.7x (3x3 256->256),
 # 8 x 1 1.0-1.1x and 1.2x.
 MAX_BLOCK_CHANNELS = 8
-HALF_L1_BYTES = 16 * 1024  # half of a 32 KiB L1 data cache (Zen 3/4, Skylake)
 
 
 def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget) -> tuple[int, bool]:
@@ -537,14 +545,17 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
     extra = ceil_div(w, vw) * vw - w
     half = vt.lanes // 2
     pointwise = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
-    row_bytes = max(p.stage(cv).rdom[0].extent for cv in convs) * w * 4  # an input row, all its channels
-    if vt.split_wide and pointwise and row_bytes <= HALF_L1_BYTES and w > vt.lanes and w % vt.lanes and w % half == 0:
+    row_bytes = max(p.stage(cv).rdom[0].extent for cv in convs) * w * BYTES_PER_ELEMENT  # an input row, all its channels
+    if vt.split_wide and pointwise and 2 * row_bytes <= vt.l1_bytes and w > vt.lanes and w % vt.lanes and w % half == 0:
         # Whole half-width vectors where full ones would round up (Zen 4 at W=56: conv_block's
-        # 3 x 7 ymm, not 4 x 4 zmm rounded to 64), for 1x1 convs whose input row stays in L1
-        # (3 channels a block: more passes over it). 1 thread, CPU time against ONNX Runtime,
-        # 56x56 1x1 convs, best of rounds: 64->256 1.54x -> 1.27x, 64->64 1.41x -> 1.24x;
-        # 256->64 1.41x -> 1.34x, 144->24 (mobilenet_block's projection) 5-10% slower, so not
-        # those; the 3x3 64->64 within the noise (1.26x -> 1.23x, 1.26x -> 1.34x), so not there.
+        # 3 x 7 ymm, not 4 x 4 zmm rounded to 64), for 1x1 convs whose input row fits half the
+        # L1 (3 channels a block: more passes over it). 1 thread, Zen 4, CPU time against ONNX
+        # Runtime, 56x56 1x1 convs reading a max pool, best of 3 rounds, old = b914ba3
+        # (docs/bench/convs-cpu-ab-2026-12-02-s8-avx512-c4b32c0.json): 64->256 1.40x -> 1.24x,
+        # 64->64 1.51x -> 1.45x (14 KiB input rows); 256->64 1.34x -> 1.32x, no faster, and
+        # mobilenet_block's 144->24 projection 5-10% slower (3 runs): their input rows (56 KiB,
+        # 31.5 KiB) are over half the L1, which excludes them. Not 3x3 convs: 64->64 within
+        # the noise (1.23x -> 1.24x there; 1.26x -> 1.23x and 1.26x -> 1.34x in two earlier runs).
         return half, False
     if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
         return vw, False

@@ -13,6 +13,8 @@ from engine.ops import Builder
 from engine.recipes import (
     MAX_ACCUMULATORS,
     MAX_BLOCK_CHANNELS,
+    X86_L1_BYTES,
+    VectorTarget,
     conv_blocking,
     overread_walk,
     rows_of_plane,
@@ -185,11 +187,11 @@ def test_small_plane_schedules_verify(w, stride, runner):
 ZEN4 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_zen4-f16c-fma-sse41"
 
 
-def _pointwise_at(w: int, k: int) -> Builder:
+def _pointwise_at(w: int, k: int, ci: int = 16, co: int = 64) -> Builder:
     b = Builder(f"pw{w}k{k}", "a conv on a padded, pooled input")
-    x = b.input("x", (1, 16, w, w))
+    x = b.input("x", (1, ci, w, w))
     pooled = b.pool2d("pool", b.pad("pool_pad", x, 1), "max", 3, 1)  # a stage whose rows may round up
-    conv = b.conv2d("c", pooled, b.input("w", (64, 16, k, k)), b.input("b", (64,)), pad=k // 2)
+    conv = b.conv2d("c", pooled, b.input("w", (co, ci, k, k)), b.input("b", (co,)), pad=k // 2)
     return b.build([b.activation("out", conv, "relu")])
 
 
@@ -204,3 +206,18 @@ def test_zen4_takes_half_width_vectors_for_1x1_convs_at_56():
     assert _split(plan(_pointwise_at(56, 3), ZEN4).schedule, "c", "x_v").factor == 16
     for sched in (s, s5):
         validate(p, sched)
+
+
+def test_zen4_half_width_rows_only_where_the_input_row_fits_half_the_l1():
+    vt = vector_target(ZEN4)
+    assert vt.l1_bytes == X86_L1_BYTES == 32 * 1024
+    # 64 input channels x 56 x 4 B = 14 KiB: half-width; mobilenet_block's 144->24 projection
+    # (31.5 KiB a row, measured 5-10% slower with 8 lanes) keeps 16-lane rows.
+    assert _split(plan(_pointwise_at(56, 1, 64, 24), ZEN4).schedule, "c", "x_v").factor == 8
+    p = _pointwise_at(56, 1, 144, 24)
+    s = plan(p, ZEN4).schedule
+    assert (_split(s, "c", "x_v").factor, _split(s, "c", "x_u").factor) == (16, 4)
+    # The bound is the target's L1: with a 64 KiB one the 144-channel row fits half of it.
+    big = VectorTarget(vt.target, vt.lanes, vt.registers, vt.split_wide, 64 * 1024)
+    assert _split(plan(p, big).schedule, "c", "x_v").factor == 8
+    validate(p, s)
