@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,11 +126,12 @@ def schedules(root: str, paths: dict[str, Path]) -> dict[str, Any]:
 
 
 def _cpu(p: Any, scheds: dict[str, Any], rounds: int) -> dict[str, list[float]]:
+    """Thread CPU time (ms a run) of ONNX Runtime (one thread) and each schedule, outputs
+    checked against ONNX Runtime's."""
     import onnxruntime as ort  # noqa: PLC0415
 
-    from engine import halide_backend as HB  # noqa: PLC0415
     from engine import reference as R  # noqa: PLC0415
-    from engine.schedule import Schedule  # noqa: PLC0415
+    from scripts.cpu_ab import compile_checked, time_interleaved  # noqa: PLC0415
 
     inputs = R.make_inputs(p, 0)
     so = ort.SessionOptions()
@@ -139,30 +140,9 @@ def _cpu(p: Any, scheds: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     names = p.source.get("input_names", {})
     feed = {names.get(i.name, i.name): inputs[i.name] for i in p.inputs if not i.weight}
     ref = sess.run(None, feed)[0]
-    runs: dict[str, Any] = {"onnxruntime": (lambda: sess.run(None, feed), None)}
-    for label, sj in scheds.items():
-        low = HB.lower(p, Schedule.from_json(sj))
-        low.compile()
-        keep = low.bind(inputs)
-        outs = HB.output_arrays(p)
-        run = low.runner(outs)
-        run()
-        err = float(np.abs(outs[p.outputs[0]] - ref).max())
-        if err > 1e-3 * max(1.0, float(np.abs(ref).max())):
-            raise SystemExit(f"{p.name} {label}: max error {err} against ONNX Runtime")
-        runs[label] = (run, keep)
-    t0 = time.thread_time()
-    runs["onnxruntime"][0]()
-    reps = max(1, int(0.003 / max(time.thread_time() - t0, 1e-6)))  # >= ~3 ms a timing
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for r in range(rounds):
-        for label in list(runs) if r % 2 == 0 else list(runs)[::-1]:
-            for _ in range(5):
-                t0 = time.thread_time()
-                for _ in range(reps):
-                    runs[label][0]()
-                times[label].append((time.thread_time() - t0) / reps * 1e3)
-    return times
+    runs: dict[str, Callable[[], object]] = {"onnxruntime": lambda: sess.run(None, feed)}
+    runs.update(compile_checked(p, scheds, inputs, ref, "ONNX Runtime"))
+    return time_interleaved(runs, rounds)  # repetitions sized by ONNX Runtime's run
 
 
 def _wall(p: Any, scheds: dict[str, Any], rounds: int) -> dict[str, list[float]]:

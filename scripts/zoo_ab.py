@@ -16,7 +16,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,42 +38,11 @@ def schedules(root: str, names: list[str], size: str) -> dict[str, Any]:
 
 
 def time_cpu(p: Any, scheds: dict[str, Any], rounds: int) -> dict[str, list[float]]:
-    import numpy as np  # noqa: PLC0415
-
-    from engine import halide_backend as HB  # noqa: PLC0415
+    """Thread CPU time (ms a run) of each schedule, outputs checked against the first's."""
     from engine import reference as R  # noqa: PLC0415
-    from engine.schedule import Schedule  # noqa: PLC0415
+    from scripts.cpu_ab import compile_checked, time_interleaved  # noqa: PLC0415
 
-    inputs = R.make_inputs(p, 0)
-    runs: dict[str, Any] = {}
-    ref = None
-    for label, sj in scheds.items():
-        low = HB.lower(p, Schedule.from_json(sj))
-        low.compile()
-        keep = low.bind(inputs)
-        outs = HB.output_arrays(p)
-        run = low.runner(outs)
-        run()
-        got = outs[p.outputs[0]].copy()
-        if ref is None:
-            ref = got
-        err = float(np.abs(got - ref).max())
-        if err > 1e-3 * max(1.0, float(np.abs(ref).max())):
-            raise SystemExit(f"{p.name} {label}: max difference {err} from {next(iter(scheds))}")
-        runs[label] = (run, keep)
-    first = next(iter(runs.values()))[0]
-    t0 = time.thread_time()
-    first()
-    reps = max(1, int(0.003 / max(time.thread_time() - t0, 1e-6)))
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for r in range(rounds):
-        for label in list(runs) if r % 2 == 0 else list(runs)[::-1]:
-            for _ in range(5):
-                t0 = time.thread_time()
-                for _ in range(reps):
-                    runs[label][0]()
-                times[label].append((time.thread_time() - t0) / reps * 1e3)
-    return times
+    return time_interleaved(compile_checked(p, scheds, R.make_inputs(p, 0)), rounds)
 
 
 def main() -> None:
