@@ -466,7 +466,6 @@ def _matmul_rhs(p: Pipeline, prod: str) -> str:
 
 
 PACK_MIN_ROW_BLOCKS = 4  # a packed panel is read by at least this many row blocks (the copy is one more pass over B)
-PACK_MIN_BYTES = 32 * 1024  # B (per batch) larger than an L1 data cache: smaller, it stays in L1 in its own layout
 
 
 def packed_rhs(p: Pipeline, prod: str, target: str | VectorTarget | None = None) -> str | None:
@@ -475,7 +474,7 @@ def packed_rhs(p: Pipeline, prod: str, target: str | VectorTarget | None = None)
     after the first, re-reading a k x (vecs*lanes) strip of B whose rows are n floats apart
     (4 KiB at n = 1024: the strip's lines share few L1 sets, and each row is another page).
     So it pays when the panel is read by PACK_MIN_ROW_BLOCKS row blocks or more and B does
-    not fit L1 anyway (PACK_MIN_BYTES: a small B stays cached whatever its layout, as an
+    not fit L1 anyway (`VectorTarget.l1_bytes`: a small B stays cached whatever its layout, as an
     attention head's 64 x 128 K or V), with at least one full vector of columns."""
     vt = vector_target(target)
     try:
@@ -485,7 +484,7 @@ def packed_rhs(p: Pipeline, prod: str, target: str | VectorTarget | None = None)
     st = p.stage(prod)
     m, n, k = st.shape[-2], st.shape[-1], st.rdom[0].extent
     rows, _ = packed_block(vt)
-    if n < vt.lanes or m < PACK_MIN_ROW_BLOCKS * rows or BYTES_PER_ELEMENT * k * n <= PACK_MIN_BYTES:
+    if n < vt.lanes or m < PACK_MIN_ROW_BLOCKS * rows or BYTES_PER_ELEMENT * k * n <= vt.l1_bytes:
         return None
     return b
 
