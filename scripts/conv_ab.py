@@ -203,10 +203,9 @@ def main() -> None:
                 for k, v in row.items()
             )
             print(f"{c}: {cells}", flush=True)
-        result["load_end"] = os.getloadavg()
-    print(f"target {result['target']}, load {result['load_start'][0]:.1f} -> {result['load_end'][0]:.1f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    from scripts.cpu_ab import finish  # noqa: PLC0415
+
+    finish(result, args.out)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ is called.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,3 +75,11 @@ def time_interleaved(runs: Mapping[str, Callable[[], object]], rounds: int, timi
                     runs[label]()
                 times[label].append((time.thread_time() - t0) / reps * 1e3)
     return times
+
+
+def finish(result: dict[str, Any], out: str | None) -> None:
+    """Close an A/B run's record: the load at the end, a one-line summary, the JSON to `out`."""
+    result["load_end"] = os.getloadavg()
+    print(f"target {result['target']}, load {result['load_start'][0]:.1f} -> {result['load_end'][0]:.1f}")
+    if out:
+        Path(out).write_text(json.dumps(result, indent=1) + "\n")

@@ -68,10 +68,9 @@ def main() -> None:
         row = {k: {"best_ms": min(v), "median_ms": statistics.median(v)} for k, v in times.items()}
         result[n] = row
         print(f"{n}: " + " | ".join(f"{k}: {v['best_ms']:.3f} med {v['median_ms']:.3f}" for k, v in row.items()), flush=True)
-    result["load_end"] = os.getloadavg()
-    print(f"target {result['target']}, load {result['load_start'][0]:.1f} -> {result['load_end'][0]:.1f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    from scripts.cpu_ab import finish  # noqa: PLC0415
+
+    finish(result, args.out)
 
 
 if __name__ == "__main__":
