@@ -4,7 +4,8 @@ Prints, with --json, per task (occurrences, start ms, best ms, trials, where the
 from) and end to end: the heuristic and tuned schedules, ONNX Runtime and PyTorch (where a
 definition exists) measured in the same run after tuning, in interleaved rounds, every
 Halide time verified. `--out FILE` writes the tuned schedule (`measure MODEL --schedule
-FILE` loads it back). Records go to the database (--db): a second `tune` of the same model
+FILE` loads it back), or the heuristic's where the tuned model measured no faster end to end
+(`saved` in the JSON says which). Records go to the database (--db): a second `tune` of the same model
 (or of another with the same tasks) starts from them. `--cluster` measures the trials on a
 Ray cluster, as many at once as it has slots.
 """
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
     sp.add_argument("--budget-s", type=A.positive_seconds, default=120.0, help="wall seconds of tuning (the comparison after is extra)")
     sp.add_argument("--trials", type=A.positive_int, default=10**6, help="task measurements at most")
     sp.add_argument("--seed", type=A.seed, default=0)
-    sp.add_argument("--out", type=A.output_file, help="write the tuned schedule JSON here (loads back with measure --schedule FILE)")
+    sp.add_argument("--out", type=A.output_file, help="write the kept schedule here (tuned; the heuristic if tuned is no faster)")
     sp.add_argument("--db", help="SQLite file (default: $SCHEDULE_EXPLORER_DB or the user data directory)")
     sp.add_argument("--no-db", action="store_true", help="neither read nor write tuning records")
     sp.add_argument("--threads", type=A.threads, default=None, help=f"Halide threads, 1 to {A.MAX_THREADS} (default: all cores)")
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bench.models import compare_tuned  # noqa: PLC0415  # torch / onnxruntime only when comparing
-    from ..tuning import TuneProgress, tune  # noqa: PLC0415
+    from ..tuning import TuneProgress, keep_faster, tune  # noqa: PLC0415
 
     p = api.load_pipeline(args.model, args.size)
     db = None if args.no_db else Database(args.db)
@@ -71,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
             if not args.quiet:
                 print(f"[tune] comparing end to end ({args.repeats} rounds)", file=sys.stderr, flush=True)
             e2e = compare_tuned(p, res.start, res.schedule, runner, runner.threads, p.name, args.repeats, args.min_time)
+    keep, kept = keep_faster(res.start, res.schedule, e2e) if e2e is not None else (res.schedule, "tuned")
     if args.out:
-        Path(args.out).write_text(json.dumps(res.schedule.to_json(), indent=1))
+        Path(args.out).write_text(json.dumps(keep.to_json(), indent=1))
     obj: dict[str, Any] = {**res.to_json(), "host": runner.host, "target": runner.target, "threads": runner.threads}
+    obj["saved"] = kept  # "heuristic" where the tuned whole model measured no faster than its start
     obj["cluster"] = str(args.cluster)
     obj["schedule_file"] = args.out
     obj["end_to_end"] = _end_to_end(e2e) if e2e is not None else None
@@ -85,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if obj["end_to_end"]:
         e = obj["end_to_end"]
         lines.append("end to end: " + ", ".join(f"{k} {_ms(e.get(k + '_ms'))}" for k in ("heuristic", "tuned", "onnxruntime", "pytorch")))
+    if kept == "heuristic":
+        lines.append("the tuned model measured no faster end to end than the heuristic: the heuristic schedule is the one saved")
     A.print_result(args, obj, "\n".join(lines))
     return 0 if any(t.best_ms is not None for t in res.tasks) else 2
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from .scheduler import GradientScheduler, TaskState
 from .tasks import Occurrence, Task, apply_tasks, extract_tasks
-from .tune import TaskResult, TuneProgress, TuneResult, measure_end_to_end, tune
+from .tune import TaskResult, TuneProgress, TuneResult, keep_faster, measure_end_to_end, tune
 
 __all__ = [
     "GradientScheduler", "Occurrence", "Task", "TaskResult", "TaskState", "TuneProgress", "TuneResult",
-    "apply_tasks", "extract_tasks", "measure_end_to_end", "tune",
+    "apply_tasks", "extract_tasks", "keep_faster", "measure_end_to_end", "tune",
 ]  # fmt: skip

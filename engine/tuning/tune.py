@@ -256,6 +256,19 @@ def tune(
     )  # fmt: skip
 
 
+def keep_faster(start: Schedule, tuned: Schedule, row: dict[str, Any]) -> tuple[Schedule, str]:
+    """The schedule to keep after tuning, and which it is ("tuned" or "heuristic"), from an
+    end-to-end comparison `row` (compare_tuned's: cells "heuristic" and "tuned" with "ok" and
+    "median_ms"). Each task's best is timed alone, with its inputs hot in cache, so the tuned
+    whole model can measure slower than its start: then the start is kept. Without two
+    verified whole-model times the tuned schedule is kept (nothing contradicts it)."""
+    h, t = row.get("heuristic") or {}, row.get("tuned") or {}
+    hm, tm = h.get("median_ms"), t.get("median_ms")
+    if h.get("ok") and t.get("ok") and hm is not None and tm is not None and tm >= hm:
+        return start, "heuristic"
+    return tuned, "tuned"
+
+
 def measure_end_to_end(
     p: Pipeline, schedules: dict[str, Schedule], runner: MeasureRunner, rounds: int = 3, min_time_s: float = 0.5, timeout_s: float = 900.0
 ) -> dict[str, dict[str, Any]]:

@@ -15,7 +15,8 @@ from engine import api
 from engine.database import Database
 from engine.heuristic import heuristic_schedule
 from engine.measure import Runner
-from engine.tuning import extract_tasks, tune
+from engine.schedule import default_schedule
+from engine.tuning import extract_tasks, keep_faster, tune
 from engine.tuning.records import load
 from engine.tuning.tune import where_of
 
@@ -67,7 +68,23 @@ def test_tune_command_reports_tasks_and_end_to_end_and_saves_a_loadable_schedule
     assert e2e["heuristic_verified"] and e2e["tuned_verified"] and e2e["heuristic_ms"] > 0 and e2e["tuned_ms"] > 0
     assert e2e["onnxruntime_ms"] is None  # not an ONNX model: ONNX Runtime has nothing to run
     assert e2e["pytorch_verified"] and e2e["pytorch_ms"] > 0  # torch.nn.functional from the operator records
+    assert obj["saved"] == ("heuristic" if e2e["tuned_ms"] >= e2e["heuristic_ms"] else "tuned")
     sched = api.load_schedule(p, str(out))  # validated against the pipeline
     assert sched.to_json()["stages"] == json.loads(out.read_text())["stages"]
     bad = subprocess.run([sys.executable, str(ROOT / "main.py"), "tune", str(tmp_path / "missing.onnx")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.onnx" in bad.stderr
+
+
+def test_keep_faster_keeps_the_start_when_the_tuned_model_measures_no_faster():
+    p = repeated_net(c=4, hw=8, repeats=2)
+    start, tuned = heuristic_schedule(p), default_schedule(p)
+
+    def cell(ms: float | None, ok: bool = True) -> dict:
+        return {"ok": ok, "median_ms": ms}
+
+    assert keep_faster(start, tuned, {"heuristic": cell(2.0), "tuned": cell(1.5)}) == (tuned, "tuned")
+    assert keep_faster(start, tuned, {"heuristic": cell(2.0), "tuned": cell(2.5)}) == (start, "heuristic")
+    assert keep_faster(start, tuned, {"heuristic": cell(2.0), "tuned": cell(2.0)}) == (start, "heuristic")
+    # without two verified whole-model times nothing contradicts the tuned schedule
+    assert keep_faster(start, tuned, {"heuristic": cell(None, False), "tuned": cell(2.5)}) == (tuned, "tuned")
+    assert keep_faster(start, tuned, {}) == (tuned, "tuned")
