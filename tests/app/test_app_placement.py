@@ -112,7 +112,8 @@ def test_a_learned_policy_shows_its_training_curve_while_it_trains(qtbot, panel:
     seen: list[int] = []
     panel.curve.set_curve = (lambda orig: lambda curve, policy="": (seen.append(len(curve)), orig(curve, policy))[1])(panel.curve.set_curve)  # type: ignore[method-assign]
     panel.policy_box.setCurrentText("rl")
-    panel.train_box.setValue(2.0)
+    # 4 s, not 2: under load (CI beside other jobs) a 2 s budget left no whole REINFORCE step after the warm start
+    panel.train_box.setValue(4.0)
     assert panel.start_policy()
     _wait_idle(qtbot, panel)
     assert panel.model.placed is not None and panel.model.placed.label == "rl", panel.message.text()
