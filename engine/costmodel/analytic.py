@@ -56,16 +56,22 @@ def stage_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
 
 
 def _compute_terms(nest: LoopNest, name: str) -> tuple[float, ...]:
-    p, pl = nest.pipeline, nest.placements[name]
-    if pl.compute == "inline":
+    if nest.placements[name].compute == "inline":
         return INLINE_TERMS
-    st = p.stage(name)
-    per_point = nest.effective_flops(st.value)
-    red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
-    if st.update is not None:
-        per_point += (nest.effective_flops(st.update) + 1) * red
+    per_point = flops_per_point(nest, name)
     reads = sum(math.prod(nest.required_region(src, name, per="realization")) for src in nest.effective_sources(name))
     return terms_of(nest, name, per_point, reads)
+
+
+def flops_per_point(nest: LoopNest, name: str) -> int:
+    """FLOPs per point of stage `name` with its inlined stages substituted, the reduction
+    included (an update's FLOPs and its accumulation per reduction point)."""
+    st = nest.pipeline.stage(name)
+    per_point = nest.effective_flops(st.value)
+    if st.update is not None:
+        red = math.prod(r.extent for r in st.rdom) if st.rdom else 1
+        per_point += (nest.effective_flops(st.update) + 1) * red
+    return per_point
 
 
 def terms_of(nest: LoopNest, name: str, per_point: int, reads: int) -> tuple[float, ...]:

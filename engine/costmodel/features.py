@@ -25,7 +25,7 @@ from ..expr import affine
 from ..ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from ..loopnest import LRU, LoopNest, pipeline_cache
 from ..schedule import STORE_ROOT
-from .analytic import INLINE_TERMS, AnalyticModel, terms_of
+from .analytic import INLINE_TERMS, AnalyticModel, flops_per_point, terms_of
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -353,10 +353,7 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
         part = placed.put(pkey, _placed_features(nest, name))
     fixed, productions, region, dim = part
     f.update(fixed)
-    red = math.prod(r.extent for r in s.rdom) if s.rdom else 1
-    per_point = nest.effective_flops(s.value)
-    if s.update is not None:
-        per_point += (nest.effective_flops(s.update) + 1) * red
+    per_point = flops_per_point(nest, name)
     f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
     per_real = per_iter = 0
     for src in nest.effective_sources(name):
