@@ -141,7 +141,7 @@ def _cpu(p: Any, scheds: dict[str, Any], rounds: int) -> dict[str, list[float]]:
     feed = {names.get(i.name, i.name): inputs[i.name] for i in p.inputs if not i.weight}
     ref = sess.run(None, feed)[0]
     runs: dict[str, Callable[[], object]] = {"onnxruntime": lambda: sess.run(None, feed)}
-    runs.update(compile_checked(p, scheds, inputs, ref, "ONNX Runtime"))
+    runs.update(compile_checked(p, scheds, inputs, {p.outputs[0]: ref}, "ONNX Runtime"))
     return time_interleaved(runs, rounds)  # repetitions sized by ONNX Runtime's run
 
 

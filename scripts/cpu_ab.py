@@ -30,13 +30,14 @@ class BoundRun:
 
 
 def compile_checked(
-    p: Any, scheds: dict[str, Any], inputs: dict[str, np.ndarray], ref: np.ndarray | None = None, ref_label: str | None = None
+    p: Any, scheds: dict[str, Any], inputs: dict[str, np.ndarray], refs: dict[str, np.ndarray] | None = None, ref_label: str | None = None
 ) -> dict[str, BoundRun]:
-    """Each schedule (JSON) of `p` compiled, bound to `inputs` and run once, its first output
-    checked against `ref` (None: the first schedule's output) within 1e-3 of the reference's
-    magnitude; SystemExit names the schedule and the difference otherwise. `ref_label` names
-    the reference in that message (default: the first schedule's label)."""
+    """Each schedule (JSON) of `p` compiled, bound to `inputs` and run once, its outputs
+    verified against `refs` (None: the first schedule's outputs) by the engine's own check
+    (`reference.verify`, the runner's tolerance); SystemExit names the schedule and what
+    differs otherwise. `ref_label` names the reference (default: the first schedule's label)."""
     from engine import halide_backend as HB  # noqa: PLC0415
+    from engine import reference as R  # noqa: PLC0415
     from engine.schedule import Schedule  # noqa: PLC0415
 
     label_of_ref = ref_label or next(iter(scheds), "")
@@ -48,12 +49,11 @@ def compile_checked(
         outs = HB.output_arrays(p)
         run = low.runner(outs)
         run()
-        got = outs[p.outputs[0]].copy()
-        if ref is None:
-            ref = got
-        err = float(np.abs(got - ref).max())
-        if err > 1e-3 * max(1.0, float(np.abs(ref).max())):
-            raise SystemExit(f"{p.name} {label}: max difference {err} from {label_of_ref}")
+        if refs is None:
+            refs = {k: v.copy() for k, v in outs.items()}
+        check = R.verify(p, outs, refs, label_of_ref)
+        if not check.ok:
+            raise SystemExit(f"{p.name} {label}: differs from {label_of_ref}: {check.message}")
         runs[label] = BoundRun(run, keep)
     return runs
 
