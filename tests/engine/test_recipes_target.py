@@ -3,6 +3,9 @@ blocks come from the Halide target string, so an AVX2 host gets blocks that fit 
 registers and an AVX-512 host the blocks measured there; schedules for every target stay
 valid, and those this host can run verify."""
 
+import re
+
+import halide as hl
 import pytest
 
 from engine import api, zoo
@@ -40,6 +43,18 @@ def test_the_peak_kernel_takes_its_chains_and_lanes_from_the_target():
         _, _, got_chains, got_lanes = fma_kernel(target)
         assert (got_chains, got_lanes) == (chains, lanes)
         assert got_chains + 1 <= vector_target(target).registers  # the chains and the constant fit
+
+
+def test_the_peak_kernel_interleaves_its_chains(tmp_path):
+    """Each step of the depth loop issues one FMA of every chain (written as one nested
+    expression, LLVM emitted each chain's FMAs back to back: half the peak on a core with two
+    512-bit FMA ports). So the first `chains` vector FMAs write `chains` distinct registers."""
+    for target, reg in ((AVX2, "ymm"), (AVX512, "zmm")):
+        f, b, chains, _ = fma_kernel(target)
+        asm = tmp_path / "peak.s"
+        f.compile_to_assembly(str(asm), [b], "peak", hl.Target(target))
+        dests = re.findall(rf"vfmadd\w+ps\s+%{reg}\d+, %{reg}\d+, %({reg}\d+)", asm.read_text())
+        assert len(dests) >= chains * 8 and len(set(dests[:chains])) == chains
 
 
 def test_matmul_register_block_follows_the_vector_width():
