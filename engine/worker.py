@@ -122,7 +122,7 @@ def _execute(job: Job, threads: int) -> Measurement:
     times = [t for r in rounds for t in r]
     m = Measurement(
         p.name, p.content_hash(), sched_key, True, compile_s=compile_s, threads=threads, target=HB.target_string(),
-        host=host_fingerprint(), runs=len(times), **summarize(times),
+        host=host_fingerprint(), runs=len(times), clock=job.clock, **summarize(times),
     )  # fmt: skip
     m.round_medians_ms = [summarize(r)["median_ms"] for r in rounds]
     if len(rounds) > 1:

@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--min-time", type=A.nonneg_seconds, default=0.05, help="minimum timed seconds per schedule")
     g.add_argument("--timeout", type=A.positive_seconds, default=20.0, help="seconds before a schedule's job is killed")
     g.add_argument("--careful", action="store_true", help="re-measure each label with a window scaled to the kernel (about 3x the time)")
+    g.add_argument(
+        "--clock", choices=["wall", "thread_cpu"], default="wall",
+        help="time runs by wall clock or by the timing thread's CPU time (steady on a shared machine; with --threads 1)",
+    )  # fmt: skip
     g.add_argument("--json", action="store_true")
     t = sub.add_parser("train", help="train the GNN, Halide-style and TVM-style models from the database")
     t.add_argument("--db", help="SQLite file or .jsonl.gz dataset")
@@ -106,9 +110,20 @@ def _register_host(sub: Any) -> None:
     n.add_argument("--pipelines", type=A.positive_int, default=4, help="dataset pipelines, spread over the label sizes")
     n.add_argument("--per-pipeline", type=A.int_in(2, 10_000), default=16)
     n.add_argument("--seed", type=A.seed, default=0)
-    n.add_argument("--protocol", choices=["baseline", "careful", "both"], default="baseline", help="how each label is taken")
+    n.add_argument(
+        "--protocol", type=A.names_in(("baseline", "careful", "cpu"), "protocol", special=("both",)), default="baseline",
+        help="how each label is taken: comma list of baseline, careful, cpu (thread CPU time; use --threads 1); both: baseline,careful",
+    )  # fmt: skip
     n.add_argument("--threads", type=A.threads, default=None)
     n.add_argument("--json", action="store_true")
+    r = sub.add_parser("relabel", help="measure stored labels again in interleaved passes of random order; label: the fastest pass")
+    r.add_argument("--db", help="SQLite file (default: the user's measurement database)")
+    r.add_argument("--pipeline", help="only these pipelines (comma list of names or content hashes)")
+    r.add_argument("--passes", type=A.int_in(1, 20), default=1, help="passes over every label, each in a new random order")
+    r.add_argument("--remeasure-above", type=A.nonneg_float, default=0.1, help="|log| disagreement of the passes that earns one more")
+    r.add_argument("--seed", type=A.seed, default=0)
+    r.add_argument("--threads", type=A.threads, default=None, help="the measurements' Halide threads (default: this machine's cores)")
+    r.add_argument("--json", action="store_true")
     f = sub.add_parser("finetune", help="refit the default (tree) model on this host's measurements; before/after on held-out ones")
     f.add_argument("--db", help="SQLite file (default: the user's measurement database)")
     f.add_argument("--pipeline", help="only this pipeline's measurements (name or content hash)")
@@ -183,7 +198,7 @@ def _generate(args: argparse.Namespace) -> int:
         workers = args.workers or (getattr(runner, "feeders", runner.slots) if runner is not None else 1)
         res = generate(
             _db(args), args.pipelines, args.per_pipeline, args.seed, workers, with_zoo=not args.no_zoo, max_stages=args.max_stages,
-            size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout},
+            size=args.size, threads=args.threads, job_options={"min_time_s": args.min_time, "timeout_s": args.timeout, "clock": args.clock},
             progress=progress, runner=runner, careful=args.careful,
         )  # fmt: skip
     finally:
@@ -322,7 +337,7 @@ def _noise(args: argparse.Namespace) -> int:
     if args.db is None:
         args.db = str(SHIPPED_DATASET)  # the same fixed sample on every machine
     items = fixed_sample(_db(args), args.pipelines, args.per_pipeline, args.seed)
-    names = ["baseline", "careful"] if args.protocol == "both" else [args.protocol]
+    names = ["baseline", "careful"] if args.protocol == "both" else args.protocol.split(",")
     res: dict[str, Any] = {"samples": len(items), "pipelines": args.pipelines}
     lines = []
     with Runner(args.threads) as runner:
@@ -432,4 +447,20 @@ def _calibrate_host(args: argparse.Namespace) -> int:
     return 0
 
 
-HOST_COMMANDS = {"noise": _noise, "finetune": _finetune, "calibrate-host": _calibrate_host}
+def _relabel(args: argparse.Namespace) -> int:
+    from ..costmodel.dataset import relabel  # noqa: PLC0415
+    from ..measure import Runner  # noqa: PLC0415
+
+    with Runner(args.threads) as runner:
+        rep = relabel(_db(args), runner, args.pipeline.split(",") if args.pipeline else None, passes=args.passes,
+                      remeasure_above=args.remeasure_above, seed=args.seed, progress=_noise_progress("relabel"))  # fmt: skip
+    text = (
+        f"{rep['labels']} labels of {rep['pipelines']} pipelines measured {rep['passes']} more times, {rep['remeasured']} once more; "
+        f"passes disagree by a median {_fmt(rep['median_pass_log_range'])} (p90 {_fmt(rep['p90_pass_log_range'])}) in log time; "
+        f"load {rep['load_before']:.1f} -> {rep['load_after']:.1f}, {rep['seconds']:g} s"
+    )
+    print_result(args, rep, text)
+    return 0
+
+
+HOST_COMMANDS = {"relabel": _relabel, "noise": _noise, "finetune": _finetune, "calibrate-host": _calibrate_host}

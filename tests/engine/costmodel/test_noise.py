@@ -2,10 +2,12 @@
 answers for the ceiling, the interleaved rounds, the careful protocol's scaled window and
 re-measurement, the fixed sample drawn from a real SQLite database."""
 
+import dataclasses
 import json
 import math
 import random
 import statistics
+import time
 
 import pytest
 
@@ -167,3 +169,82 @@ def test_careful_dataset_label_is_stored_over_the_quick_one(tmp_path, items):
         steady = FakeRunner(0.0)
         m = careful_label(it.pipeline, it.schedule, steady, db, first, JOB_OPTIONS)
         assert len(steady.jobs) == 1 and m.median_ms == pytest.approx(FakeRunner.true_ms(it.key[1]))  # steady: one more job
+
+
+# --- the thread-CPU clock and interleaved relabelling -----------------------------------------
+def test_thread_cpu_clock_does_not_count_time_off_the_core():
+    """A run that waits (the core given to another process) costs wall time but no CPU time."""
+    from engine.measure import timed_rounds
+
+    def wait():
+        time.sleep(0.005)
+
+    wall = timed_rounds(wait, Job({}, {}, min_time_s=0.0, min_runs=3, warmup=1))
+    cpu = timed_rounds(wait, Job({}, {}, min_time_s=0.0, min_runs=3, warmup=1, clock="thread_cpu"))
+    assert min(wall[0]) >= 0.005 and max(cpu[0]) < 0.004
+    with pytest.raises(ValueError, match="unknown clock"):
+        timed_rounds(wait, Job({}, {}, clock="sundial"))
+    assert N.PROTOCOLS["cpu"].options["clock"] == "thread_cpu"
+
+
+class DriftRunner(FakeRunner):
+    """FakeRunner whose job k is slowed by `slow(k)` (the machine's load over time); records each job's clock."""
+
+    def __init__(self, slow) -> None:
+        super().__init__(0.0)
+        self.slow = slow
+
+    def run(self, job: Job, should_cancel=None) -> Measurement:
+        m = super().run(job)
+        f = self.slow(len(self.jobs) - 1)
+        return dataclasses.replace(m, median_ms=m.median_ms * f, min_ms=m.median_ms * f, clock=job.clock)
+
+
+def _stored_db(tmp_path, items, factor, clock="thread_cpu"):
+    path = tmp_path / "r.sqlite"
+    with Database(path) as db:
+        for k, it in enumerate(items):
+            ph, sh = it.key
+            db.put_pipeline(ph, it.pipeline.name, it.pipeline.to_json())
+            db.put_schedule(sh, it.schedule.to_json())
+            env = {"host": FakeRunner.host, "target": FakeRunner.target, "threads": 1, "clock": clock}
+            ms = FakeRunner.true_ms(sh) * factor(k)
+            db.record(Measurement(it.pipeline.name, ph, sh, True, True, median_ms=ms, min_ms=ms, **env))
+    return path
+
+
+def test_relabel_keeps_the_fastest_pass_and_remeasures_disagreement(tmp_path, items):
+    """The first half of the stored labels were taken under load (3x slow); one interleaved pass
+    on a quiet machine puts every label back at its true time, re-measures exactly the ones
+    whose passes disagreed, times each with its record's clock, and stores the passes."""
+    from engine.costmodel.dataset import load, relabel
+
+    half = len(items) // 2
+    path = _stored_db(tmp_path, items, lambda k: 3.0 if k < half else 1.0)
+    runner = DriftRunner(lambda k: 1.0)
+    rep = relabel(path, runner, passes=1, seed=1)
+    assert rep["labels"] == len(items) and rep["remeasured"] == half and not rep["failed"]
+    assert len(runner.jobs) == len(items) + half and {j.clock for j in runner.jobs} == {"thread_cpu"}
+    got = {s.schedule_hash: s for s in load(path)}
+    for it in items:
+        assert got[it.key[1]].time_ms == pytest.approx(FakeRunner.true_ms(it.key[1]))
+    slow = {it.key[1] for it in items[:half]}
+    assert all((got[h].spread > 1.0) == (h in slow) for h in got)  # the passes' disagreement is the label's spread
+    with Database(path) as db:
+        rec = json.loads(db.conn.execute("SELECT json FROM measurements LIMIT 1").fetchone()[0])
+    assert rec["clock"] == "thread_cpu" and len(rec["round_medians_ms"]) >= 2
+
+
+def test_relabel_passes_are_in_random_order(tmp_path, items):
+    """Drift over the passes (job k slowed as k grows) must not follow the stored order."""
+    from engine.costmodel.dataset import relabel
+
+    path = _stored_db(tmp_path, items, lambda k: 1.0)
+    runner = DriftRunner(lambda k: 1.0)
+    relabel(path, runner, passes=2, seed=4)
+    order = [Schedule.from_json(j.schedule).content_hash() for j in runner.jobs]
+    first, second = order[: len(items)], order[len(items) : 2 * len(items)]
+    assert sorted(first) == sorted(second) == sorted(it.key[1] for it in items)
+    assert first != second and first != sorted(first)
+    with pytest.raises(ValueError, match="no stored measurements"):
+        relabel(path, runner, ["nope"])
