@@ -386,7 +386,7 @@ class _Caches:
         self.recent = [nest, *self.recent[: RECENT_NESTS - 1]]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen (never assigned to): a frozen constructor costs 5x, and walks make many
 class _Lin:
     """What an expression with inlined stages substituted adds up to, composed stage by
     stage instead of built: FLOPs, occurrences of each variable outside any access (where
