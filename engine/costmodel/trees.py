@@ -12,15 +12,20 @@ pipelines.
 
 Predictions: a stage's score depends on its feature row alone, so `predict_many` caches
 scores per pipeline by the row's value (capped, emptied with the pipeline's other caches):
-a one-stage mutation scores only the rows it changed. The rows a
-batch misses go to LightGBM in one call, single-threaded below THREADED_ROWS rows (on
-this 2-core machine under load, LightGBM's threads cost 1-8 ms of wake-up per call and
-were slower at every batch size measured, 10 to 60,000 rows: about 7 us a row on one).
+a one-stage mutation scores only the rows it changed. The rows a batch misses are scored
+single-threaded below THREADED_ROWS rows (on this 2-core machine under load, LightGBM's
+threads cost 1-8 ms of wake-up per call and were slower at every batch size measured, 10
+to 60,000 rows: about 7 us a row on one), each by LightGBM's single-row fast path (its C
+API's `...SingleRowFast`, configured once per booster: `Booster.predict` sets up a
+predictor per call, ~38 us for one row against ~5 us, and costs 7.4 us a row in a batch of
+100; the same trees and traversal, so the same doubles, tested).
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,66 @@ class _Scores:
     def __init__(self) -> None:
         self.scores: LRU[bytes, float] = LRU(SCORE_CACHE)
         self.by_key: LRU[tuple, float] = LRU(SCORE_CACHE)  # the same scores by the row's `F.row_key`
+
+
+# LightGBM's C API, which its Python package wraps without a public single-row call: the
+# loaded library, and the values of c_api.h's C_API_PREDICT_RAW_SCORE and C_API_DTYPE_FLOAT64.
+_LIB = lgb.basic._LIB
+_PREDICT_RAW_SCORE = 1
+_DTYPE_FLOAT64 = 1
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        raise lgb.basic.LightGBMError(_LIB.LGBM_GetLastError().decode("utf-8"))
+
+
+class _FastRows:
+    """LightGBM's single-row fast predict of one booster's raw scores (float64 rows of
+    `n_features`): the configuration `Booster.predict` would make per call, made once.
+    Calls hold a lock: the configuration's buffers are per OpenMP thread, which every
+    Python thread calling in from outside OpenMP shares."""
+
+    def __init__(self, booster: lgb.Booster) -> None:
+        self.booster, self.trees = booster, booster.num_trees()
+        self.n_features = booster.num_feature()
+        self.lock = threading.Lock()
+        self.handle = ctypes.c_void_p()
+        _check(
+            _LIB.LGBM_BoosterPredictForMatSingleRowFastInit(
+                booster._handle,  # the booster's C handle (no public accessor)
+                ctypes.c_int(_PREDICT_RAW_SCORE),
+                ctypes.c_int(0),  # start_iteration, as Booster.predict's default ...
+                ctypes.c_int(booster.best_iteration),  # ... and the num_iteration it then takes
+                ctypes.c_int(_DTYPE_FLOAT64),
+                ctypes.c_int32(self.n_features),
+                ctypes.c_char_p(b"num_threads=1"),
+                ctypes.byref(self.handle),
+            )
+        )
+        self._out = np.empty(1, dtype=np.float64)
+        self._out_ptr = self._out.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        self._n = ctypes.c_int64(0)
+
+    def usable_for(self, booster: lgb.Booster) -> bool:
+        """Still the model `booster` is (the same object with as many trees)?"""
+        return booster is self.booster and booster.num_trees() == self.trees
+
+    def scores(self, x: np.ndarray) -> list[float]:
+        """The raw score of each row of `x` (C-contiguous float64, `n_features` columns)."""
+        assert x.dtype == np.float64 and x.flags.c_contiguous and x.shape[1] == self.n_features
+        call, handle, out = _LIB.LGBM_BoosterPredictForMatSingleRowFast, self.handle, self._out
+        n, out_ptr = ctypes.byref(self._n), self._out_ptr
+        base, stride, res = x.ctypes.data, x.strides[0], []
+        with self.lock:
+            for i in range(len(x)):
+                _check(call(handle, ctypes.c_void_p(base + i * stride), n, out_ptr))
+                res.append(float(out[0]))
+        return res
+
+    def __del__(self) -> None:
+        if getattr(self, "handle", None) is not None and self.handle.value:
+            _LIB.LGBM_FastConfigFree(self.handle)
 
 
 def _rows(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,12 +203,21 @@ class TVMModel(LearnedModel):
                 out[i] = v
         if missed:
             first = [ix[0] for ix in missed.values()]
-            threads = 1 if len(first) < THREADED_ROWS else 0  # 0: LightGBM's default
-            raw = self.booster.predict(x[first].astype(np.float64), raw_score=True, num_threads=threads)
-            assert isinstance(raw, np.ndarray), "a dense input gives a dense prediction"  # the stubs also allow sparse ones
-            for (key, ix), v in zip(missed.items(), raw.tolist()):
+            for (key, ix), v in zip(missed.items(), self._booster_scores(np.ascontiguousarray(x[first], dtype=np.float64))):
                 out[ix] = cache.put(key, v)
         return out
+
+    def _booster_scores(self, x: np.ndarray) -> list[float]:
+        """LightGBM's raw scores of the rows `x`: one at a time by the fast path below
+        THREADED_ROWS rows (module doc), else one threaded `Booster.predict`."""
+        if len(x) >= THREADED_ROWS:
+            raw = self.booster.predict(x, raw_score=True, num_threads=0)  # 0: LightGBM's default threads
+            assert isinstance(raw, np.ndarray), "a dense input gives a dense prediction"  # the stubs also allow sparse ones
+            return raw.tolist()
+        fast: _FastRows | None = getattr(self, "_fast", None)
+        if fast is None or not fast.usable_for(self.booster):
+            fast = self._fast = _FastRows(self.booster)
+        return fast.scores(x)
 
     def predict_many(self, p: Pipeline, schedules: Sequence[Schedule], nests: Sequence[LoopNest | None] | None = None) -> list[Prediction]:
         """`predict_samples` of the schedules' features, without building them where it can:

@@ -13,6 +13,7 @@ blocking: relative 1e-5 (observed differences are about 1e-6).
 
 import random
 
+import lightgbm as lgb
 import numpy as np
 import pytest
 
@@ -123,6 +124,31 @@ def test_tree_scores_cached_equal_lightgbm_on_every_row(models):
         ms = np.exp(m.base + raw)
         assert g.total_ms == pytest.approx(float(np.exp(np.clip(np.log(ms.sum()), lo, hi))), rel=1e-12)
         assert [v for v in g.stages.values() if v > 0] == pytest.approx(list(ms * g.total_ms / ms.sum()), rel=1e-12)
+
+
+def test_tree_fast_row_path_equals_booster_predict_bit_for_bit(models):
+    """`raw_scores` scores rows by LightGBM's single-row fast path (configured once): the same
+    doubles as `Booster.predict` on real feature rows of several pipelines and on random rows
+    (zeros, tiny and huge values: every tree branch side), and a booster with other trees
+    (continued training replaces it) gets its own configuration, not the old one's scores."""
+    m = models["tvm"]
+    rows = []
+    for name in ("harris", "resnet_block", "softmax"):
+        p = zoo.get(name, "small")
+        rows += [F.featurize(loopnest.build(p, s))[0] for s in _schedules(p, seed=3)[:6]]
+    x = np.concatenate(rows).astype(np.float64)
+    rng = np.random.default_rng(0)
+    r = rng.random((500, x.shape[1])) * rng.choice([1e-3, 1.0, 30.0, 1e6], size=(500, x.shape[1]))
+    r[rng.random(r.shape) < 0.3] = 0.0
+    x = np.concatenate([x, r])
+    want = m.booster.predict(x, raw_score=True, num_threads=1)
+    assert np.array_equal(m.raw_scores(x), want)  # no pipeline: nothing cached, every row scored
+    few = lgb.Booster(model_str=m.booster.model_to_string(num_iteration=20))  # another booster: 20 trees
+    assert few.num_trees() == 20 and m.booster.num_trees() > 20
+    other = type(m)(few, m.base, m.config)
+    other._fast = m._fast  # as if the booster had been replaced under a configured model
+    assert np.array_equal(other.raw_scores(x[:50]), few.predict(x[:50], raw_score=True, num_threads=1))
+    assert not np.array_equal(other.raw_scores(x[:50]), want[:50])
 
 
 def test_tree_scores_by_row_key_equal_the_sample_path(models):
