@@ -148,6 +148,8 @@ def _register_host(sub: Any) -> None:
     h.add_argument("--per-pipeline", type=A.int_in(2, 10_000), default=10)
     h.add_argument("--eval-pipelines", type=A.nonneg_int, default=0, help="also measure this many held-out pipelines: tau before/after")
     h.add_argument("--budget", type=A.positive_seconds, default=600.0, help="seconds of measuring at most")
+    h.add_argument("--threads", type=A.threads, default=None, help="Halide threads (default: this machine's cores)")
+    h.add_argument("--clock", choices=["wall", "thread_cpu"], default="wall", help="thread_cpu: steady under load (with --threads 1)")
     h.add_argument("--no-save", action="store_true", help="report only; keep the current model")
     h.add_argument("--json", action="store_true")
 
@@ -425,10 +427,10 @@ def _calibrate_host(args: argparse.Namespace) -> int:
     from ..database import default_path  # noqa: PLC0415
     from ..measure import Runner  # noqa: PLC0415
 
-    with Runner() as runner:
+    with Runner(args.threads) as runner:
         rep = calibrate_host(
             args.db or default_path(), runner, pipelines=args.pipelines, per_pipeline=args.per_pipeline,
-            eval_pipelines=args.eval_pipelines, budget_s=args.budget, save=not args.no_save, progress=_progress,
+            eval_pipelines=args.eval_pipelines, budget_s=args.budget, save=not args.no_save, progress=_progress, clock=args.clock,
         )  # fmt: skip
     lines = [
         f"measured {rep['measured']} of {rep['standard_set']} standard schedules on {rep['host']}{_host_line(rep)} "

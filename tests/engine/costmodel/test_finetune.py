@@ -179,3 +179,37 @@ def test_the_benchmark_splits_report_before_after_per_pipeline(stored):
     assert rep["target_met"] == int(blur["after_kendall_tau"] > blur["before_kendall_tau"]) <= rep["tau_improved"]
     with pytest.raises(ValueError, match="36 measurements of blur: need 50 to train on"):
         FT.finetune_splits(stored, HERE, ["blur"], n_train=50)
+
+
+def test_calibrate_host_refuses_the_cpu_clock_with_several_threads(tmp_path):
+    """The thread CPU clock counts the calling thread only: with 2 Halide threads it would
+    time half the work, so calibrate-host refuses it before measuring anything."""
+
+    class TwoThreads:
+        threads, host, target = 2, "h", "t"
+
+        def run(self, job, should_cancel=None):
+            raise AssertionError("nothing may be measured")
+
+    with pytest.raises(ValueError, match="1 Halide thread"):
+        FT.calibrate_host(tmp_path / "c.sqlite", TwoThreads(), clock="thread_cpu", save=False)
+
+
+def test_host_rounds_are_chosen_by_whole_pipelines():
+    """The host level's continued boosting must carry over to other pipelines: labels that are
+    the shipped trees' predictions times a constant leave boosting nothing to learn on held-out
+    pipelines, so cross-validation by pipelines keeps the shipped trees (0 rounds); with too few
+    pipelines to judge by, the rounds are default_rounds of the data."""
+    from engine.costmodel.dataset import sample_of
+
+    base, _ = FT.base_model()
+    rng = random.Random(2)
+    samples = []
+    for seed in range(4):
+        p = random_pipeline(seed, 4, "small")
+        scheds = [sample_schedule(p, rng) for _ in range(6)]
+        for s, pr in zip(scheds, base.predict_many(p, scheds)):
+            samples.append(sample_of(p, s, 3.0 * pr.total_ms))
+    assert FT.host_rounds(base, samples, HERE, 0) == 0
+    three = [s for s in samples if s.pipeline_hash != samples[-1].pipeline_hash]
+    assert FT.host_rounds(base, three, HERE, 0) == FT.default_rounds(len(three))
