@@ -136,6 +136,7 @@ def _register_host(sub: Any) -> None:
     f.add_argument("--no-save", action="store_true", help="report before/after only; keep the current model")
     f.add_argument("--reset", action="store_true", help="remove the fine-tuned model: back to the shipped one")
     f.add_argument("--label", choices=["median", "fastest"], default="median", help="which time of each measurement is its label")
+    f.add_argument("--clock", choices=["wall", "thread_cpu"], default=None, help="labels of this clock (default: the only one stored)")
     f.add_argument("--no-pipeline-corrections", action="store_true", help="host-level trees only, no per-pipeline corrections")
     f.add_argument(
         "--splits", type=A.positive_int, default=None,
@@ -385,7 +386,7 @@ def _finetune(args: argparse.Namespace) -> int:
     rep = finetune_on_db(
         _db(args), env, pipeline=args.pipeline, holdout=args.holdout, max_train=args.max_train, rounds=args.rounds, seed=args.seed,
         allow_other_host=args.allow_other_host, save=not args.no_save, progress=_progress, label=args.label,
-        per_pipeline=not args.no_pipeline_corrections,
+        per_pipeline=not args.no_pipeline_corrections, clock=args.clock,
     )  # fmt: skip
     where = "held-out" if rep["held_out"] else "training (too few to hold any out)"
     text = "\n".join(
@@ -407,7 +408,7 @@ def _finetune_splits(args: argparse.Namespace, env: Any) -> int:
         raise A.CliError("--splits needs --pipeline (one or a comma list of pipelines measured here)")
     rep = finetune_splits(
         _db(args), env, args.pipeline.split(","), n_train=args.max_train or 50, splits=args.splits, label=args.label,
-        allow_other_host=args.allow_other_host, progress=_progress, per_pipeline=not args.no_pipeline_corrections,
+        allow_other_host=args.allow_other_host, progress=_progress, per_pipeline=not args.no_pipeline_corrections, clock=args.clock,
     )  # fmt: skip
     lines = [f"{rep['n_train']} measurements to fine-tune on, {rep['splits']} splits, {rep['label']} labels (median over splits):"]
     for name, r in rep["pipelines"].items():

@@ -405,6 +405,9 @@ def environments(db: Database) -> list[tuple[str, str, int, int]]:
     return [tuple(r) for r in rows]
 
 
+CLOCK_SQL = "COALESCE(json_extract(m.json, '$.clock'), 'wall')"  # a `measurements m` row's clock (older records: wall)
+
+
 def load(
     db_path: str | Path,
     *,
@@ -413,10 +416,13 @@ def load(
     threads: int | None = None,
     dataset_only: bool = False,
     label: str = DEFAULT_LABEL,
+    clock: str | None = None,
 ) -> list[Sample]:
     """Every stored timing with a schedule (not an autoscheduler's) of one environment
     (target, host, threads: by default the most common one), with its features; each
-    sample's label of kind `label` (LABELS), its spread the run times' IQR over their median."""
+    sample's label of kind `label` (LABELS), its spread the run times' IQR over their median.
+    Timings of one clock (measure.CLOCKS: `clock`, by default the only one stored; labels of
+    two clocks are never mixed silently: a ValueError names them)."""
     label_expr = label_sql(label)
     with Database(db_path) as db:
         want = (target, host, threads)
@@ -432,7 +438,16 @@ def load(
         )
         if dataset_only:
             q += " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)"
-        rows = db.conn.execute(q + " ORDER BY m.pipeline_hash, m.schedule_hash", (target, host, threads)).fetchall()
+        args: tuple[Any, ...] = (target, host, threads)
+        clocks = [
+            r[0]
+            for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} FROM measurements m WHERE m.target=? AND m.host=? AND m.threads=?", args)
+        ]
+        if clock is None and len(clocks) > 1:
+            raise ValueError(f"database {db_path}: labels timed by {' and '.join(sorted(clocks))} clocks on {host}: choose one (--clock)")
+        if clock is not None:
+            q, args = q + f" AND {CLOCK_SQL}=?", (*args, clock)
+        rows = db.conn.execute(q + " ORDER BY m.pipeline_hash, m.schedule_hash", args).fetchall()
         feats = {
             (r[0], r[1]): r[2:]
             for r in db.conn.execute(

@@ -112,7 +112,13 @@ def check_host(data: Environment, model: Environment | None, what: str, allow_ot
 
 # --- this host's measurements ----------------------------------------------------------------
 def host_samples(
-    db_path: str | Path, env: Environment, *, pipeline: str | None = None, allow_other_host: bool = False, label: str = DEFAULT_LABEL
+    db_path: str | Path,
+    env: Environment,
+    *,
+    pipeline: str | None = None,
+    allow_other_host: bool = False,
+    label: str = DEFAULT_LABEL,
+    clock: str | None = None,
 ) -> tuple[list[Sample], Environment]:
     """The stored measurements of `env` (of one pipeline: a name or content hash; labels of
     kind `label`, dataset.LABELS), with the environment they are of. None on this host: a HostMismatchError naming what the database
@@ -130,7 +136,7 @@ def host_samples(
                 "or pass --allow-other-host to use another host's"
             )
         used = envs[0][0]
-    samples = load(db_path, target=used.target, host=used.host, threads=used.threads, label=label)
+    samples = load(db_path, target=used.target, host=used.host, threads=used.threads, label=label, clock=clock)
     if pipeline is not None:
         chosen = [s for s in samples if pipeline in (s.pipeline, s.pipeline_hash)]
         if not chosen:
@@ -713,15 +719,16 @@ def finetune_on_db(
     should_cancel: Callable[[], bool] | None = None,
     label: str = DEFAULT_LABEL,
     per_pipeline: bool = True,
+    clock: str | None = None,
 ) -> dict[str, Any]:
     """Fine-tune the shipped trees on `env`'s measurements in `db_path` (labels of kind
-    `label`, dataset.LABELS: by default the median run); before/after on
+    `label`, dataset.LABELS: by default the median run; of `clock`, dataset.load); before/after on
     the held-out ones, with the same labels; saved (when `save` and not worse on them).
     Returns the report."""
     t0 = time.time()
     if progress is not None:
         progress("loading", 0, 1)
-    samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host, label=label)
+    samples, used = host_samples(db_path, env, pipeline=pipeline, allow_other_host=allow_other_host, label=label, clock=clock)
     model, rep = _fit_and_judge(db_path, samples, used, base_model(), _ceiling(used, label), pipeline=pipeline, holdout=holdout,
                                 max_train=max_train, rounds=rounds, seed=seed, allow_other_host=allow_other_host, progress=progress,
                                 should_cancel=should_cancel, label=label, per_pipeline=per_pipeline)  # fmt: skip
@@ -750,6 +757,7 @@ def finetune_splits(
     allow_other_host: bool = False,
     progress: Progress | None = None,
     per_pipeline: bool = True,
+    clock: str | None = None,
 ) -> dict[str, Any]:
     """The fine-tuning benchmark of issue 13: for each pipeline (its measurements of `env` in
     `db_path`, a pipeline no shipped model trained on), `splits` seeded splits into `n_train`
@@ -760,7 +768,7 @@ def finetune_splits(
     out: dict[str, Any] = {"n_train": n_train, "splits": splits, "label": label, "per_pipeline": per_pipeline, "pipelines": {}}
     base: tuple[TVMModel, Environment | None] | None = None  # the shipped trees, loaded once for every fit
     for k, name in enumerate(pipelines):
-        samples, used = host_samples(db_path, env, pipeline=name, allow_other_host=allow_other_host, label=label)
+        samples, used = host_samples(db_path, env, pipeline=name, allow_other_host=allow_other_host, label=label, clock=clock)
         if len(samples) < n_train + 5:
             raise ValueError(f"{db_path}: {len(samples)} measurements of {name}: need {n_train} to train on and 5 or more to judge by")
         base = base or base_model()

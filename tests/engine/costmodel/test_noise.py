@@ -248,3 +248,18 @@ def test_relabel_passes_are_in_random_order(tmp_path, items):
     assert first != second and first != sorted(first)
     with pytest.raises(ValueError, match="no stored measurements"):
         relabel(path, runner, ["nope"])
+
+
+def test_labels_of_two_clocks_are_never_mixed_silently(tmp_path, items):
+    from engine.costmodel.dataset import load
+
+    path = _stored_db(tmp_path, items, lambda k: 1.0)
+    assert len(load(path)) == len(items)
+    it = items[0]
+    with Database(path) as db:  # one wall-clock label of a schedule measured beside them
+        db.record(Measurement(it.pipeline.name, it.key[0], "f" * 16, True, True, median_ms=1.0, host=FakeRunner.host,
+                              target=FakeRunner.target, threads=1))  # fmt: skip
+        db.put_schedule("f" * 16, it.schedule.to_json())
+    with pytest.raises(ValueError, match="thread_cpu and wall clocks"):
+        load(path)
+    assert len(load(path, clock="thread_cpu")) == len(items)
