@@ -102,22 +102,34 @@ def check_factor(v: Any, what: str = "factor") -> int:
     return v
 
 
+_LIMITS = {"vectorized": MAX_VECTOR, "unrolled": MAX_UNROLL}
+
+
 def check_bounds(loops: list[Loop]) -> None:
-    """The limits a definition's loops must respect after every directive (see INT32_MAX)."""
-    for rvar in (False, True):
-        total = math.prod(lp.extent for lp in loops if lp.rvar == rvar)
+    """The limits a definition's loops must respect after every directive (see INT32_MAX).
+    One pass over the loops (this runs after every directive of every definition validated),
+    the errors raised in the order of the checks: the realized region, the reduction
+    domain, the first loop past its kind's limit, the copies of the body."""
+    pure = red = body = 1
+    over: Loop | None = None
+    for lp in loops:
+        if lp.rvar:
+            red *= lp.extent
+        else:
+            pure *= lp.extent
+        limit = _LIMITS.get(lp.kind)
+        if limit is not None and over is None:
+            if lp.extent > limit:
+                over = lp
+            else:
+                body *= lp.extent
+    for total, what in ((pure, "realized region"), (red, "reduction domain")):
         if total > INT32_MAX:
-            what = "reduction domain" if rvar else "realized region"
             raise LoopError(
                 f"the splits round the {what} up to {total} points, past Halide's 32-bit indices ({INT32_MAX}): use smaller factors"
             )
-    body = 1
-    for lp in loops:
-        limit = {"vectorized": MAX_VECTOR, "unrolled": MAX_UNROLL}.get(lp.kind)
-        if limit is not None:
-            if lp.extent > limit:
-                raise LoopError(f"{lp.kind} loop {lp.name!r} has {lp.extent} iterations; at most {limit} are allowed")
-            body *= lp.extent
+    if over is not None:
+        raise LoopError(f"{over.kind} loop {over.name!r} has {over.extent} iterations; at most {_LIMITS[over.kind]} are allowed")
     if body > MAX_UNROLLED_BODY:
         raise LoopError(f"unrolled and vectorized loops together copy the body {body} times; at most {MAX_UNROLLED_BODY} are allowed")
 
