@@ -78,17 +78,30 @@ def terms_of(nest: LoopNest, name: str, per_point: int, reads: int) -> tuple[flo
     """The terms of non-inlined stage `name` given its FLOPs per point (inlined stages
     substituted, reduction included) and the points of its effective sources one
     realization reads (the features compute both for their row and pass them here)."""
+    return terms_from(placed_terms(nest, name), per_point, reads)
+
+
+def placed_terms(nest: LoopNest, name: str) -> tuple[int, int, int, int, int, bool]:
+    """What of `terms_of` stage `name`'s placement alone fixes (see `LoopNest.placement_key`;
+    the features cache it with their placement-only values): points computed, vector
+    lanes, parallel extent, buffer bytes, realizations, and whether it has an update."""
     pl = nest.placements[name]
-    work = max(per_point, 1) * pl.points_total
     loops = pl.loops
     lanes = next((lp.extent for lp in reversed(loops) if lp.kind == "vectorized"), 1)
     par = math.prod(lp.extent for lp in loops if lp.kind == "parallel")
     alloc = math.prod(pl.allocation) * BYTES_PER_ELEMENT
+    update = nest.pipeline.stage(name).update is not None
+    return pl.points_total, lanes, par, alloc, pl.realizations, update
+
+
+def terms_from(placed: tuple[int, int, int, int, int, bool], per_point: int, reads: int) -> tuple[float, ...]:
+    """`terms_of` from the stage's `placed_terms`."""
+    points, lanes, par, alloc, realizations, update = placed
+    work = max(per_point, 1) * points
     reads *= BYTES_PER_ELEMENT
     # Integer products stay exact until here, one rounding each (as the scalar formula had).
-    update = nest.pipeline.stage(name).update is not None
-    traffic = pl.points_total * BYTES_PER_ELEMENT * (2 if update else 1) + reads * pl.realizations
-    return (float(work), float(min(lanes, MAX_LANES)), float(par), float(alloc <= CACHE_BYTES), float(traffic), float(pl.realizations))
+    traffic = points * BYTES_PER_ELEMENT * (2 if update else 1) + reads * realizations
+    return (float(work), float(min(lanes, MAX_LANES)), float(par), float(alloc <= CACHE_BYTES), float(traffic), float(realizations))
 
 
 def _ms(terms: Any, cores: int, minimum: Callable[[Any, Any], Any], maximum: Callable[[Any, Any], Any]) -> Any:

@@ -25,7 +25,7 @@ from ..expr import affine
 from ..ir import BYTES_PER_ELEMENT, Pipeline, Stage
 from ..loopnest import LRU, LoopNest, pipeline_cache
 from ..schedule import STORE_ROOT
-from .analytic import INLINE_TERMS, AnalyticModel, flops_per_point, terms_of
+from .analytic import INLINE_TERMS, AnalyticModel, flops_per_point, placed_terms, terms_from
 
 VERSION = 2  # 2: analytic_ns, the roofline estimate per stage
 
@@ -350,8 +350,8 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
     placed = _cache(p).placed
     part = placed.get(pkey)
     if part is None:
-        part = placed.put(pkey, _placed_features(nest, name))
-    fixed, productions, region, dim = part
+        part = placed.put(pkey, (*_placed_features(nest, name), placed_terms(nest, name)))
+    fixed, productions, region, dim, pterms = part
     f.update(fixed)
     per_point = flops_per_point(nest, name)
     f["work_per_point"], f["work_total"] = per_point, per_point * region * productions
@@ -365,7 +365,7 @@ def _schedule_features(nest: LoopNest, name: str) -> tuple[dict[str, float], tup
     inside = sum(math.prod(nest.placements[q].allocation) for q in nest.stored_inside(name))
     f["working_set"] = (region + inside) * BYTES_PER_ELEMENT
     f["loads_dense"], f["loads_broadcast"], f["loads_gather"] = _loads_along(nest, s, dim)
-    return f, terms_of(nest, name, per_point, per_real)
+    return f, terms_from(pterms, per_point, per_real)
 
 
 def _placed_features(nest: LoopNest, name: str) -> tuple[dict[str, float], int, int, str | None]:
@@ -459,7 +459,7 @@ class _Cache:
         self.rows: LRU[tuple, np.ndarray] = LRU(ROW_CACHE)
         self.edge_rows: LRU[tuple, np.ndarray] = LRU(EDGE_CACHE)
         self.loads: LRU[tuple, tuple[int, int, int]] = LRU(ROW_CACHE)
-        self.placed: LRU[tuple, tuple] = LRU(ROW_CACHE)  # (stage, placement key) -> `_placed_features`
+        self.placed: LRU[tuple, tuple] = LRU(ROW_CACHE)  # (stage, placement key) -> (*`_placed_features`, `placed_terms`)
         pos = {s.name: k for k, s in enumerate(p.stages)}
         self.edges = [(prod, s.name) for s in p.stages for prod in s.sources() if prod in p.stage_map]
         self.edge_index = np.array([(pos[a], pos[b]) for a, b in self.edges], dtype=np.int64).T.reshape(2, -1)
