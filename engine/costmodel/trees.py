@@ -15,10 +15,11 @@ scores per pipeline by the row's value (capped, emptied with the pipeline's othe
 a one-stage mutation scores only the rows it changed. The rows a batch misses are scored
 single-threaded below THREADED_ROWS rows (on this 2-core machine under load, LightGBM's
 threads cost 1-8 ms of wake-up per call and were slower at every batch size measured, 10
-to 60,000 rows: about 7 us a row on one), each by LightGBM's single-row fast path (its C
-API's `...SingleRowFast`, configured once per booster: `Booster.predict` sets up a
-predictor per call, ~38 us for one row against ~5 us, and costs 7.4 us a row in a batch of
-100; the same trees and traversal, so the same doubles, tested).
+to 60,000 rows: about 7 us a row on one). Below FAST_ROWS rows each goes through
+LightGBM's single-row fast path (its C API's `...SingleRowFast`, configured once per
+booster): `Booster.predict` sets up a predictor per call, 28 us for one row against 11 us
+(8 us a row either way from about 32 rows; Sapphire Rapids, rows of varied values). The
+same trees and traversal, so the same doubles (tested).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .targets import LearnedModel, clip_predictions, log_range, targets_of
 
 TVM_NAME = "TVM-style LightGBM pack-sum (learned prediction)"
 THREADED_ROWS = 20_000  # rows from which LightGBM may use its threads
+FAST_ROWS = 32  # rows below which each is scored by the single-row fast path
 SCORE_CACHE = 20_000  # rows per pipeline and model (~0.5 KB each), as many as features.ROW_CACHE
 _SERIAL = itertools.count()  # names each model's caches: two models never share scores
 
@@ -209,9 +211,10 @@ class TVMModel(LearnedModel):
 
     def _booster_scores(self, x: np.ndarray) -> list[float]:
         """LightGBM's raw scores of the rows `x`: one at a time by the fast path below
-        THREADED_ROWS rows (module doc), else one threaded `Booster.predict`."""
-        if len(x) >= THREADED_ROWS:
-            raw = self.booster.predict(x, raw_score=True, num_threads=0)  # 0: LightGBM's default threads
+        FAST_ROWS rows, else one `Booster.predict`, threaded from THREADED_ROWS (module doc)."""
+        if len(x) >= FAST_ROWS:
+            threads = 1 if len(x) < THREADED_ROWS else 0  # 0: LightGBM's default
+            raw = self.booster.predict(x, raw_score=True, num_threads=threads)
             assert isinstance(raw, np.ndarray), "a dense input gives a dense prediction"  # the stubs also allow sparse ones
             return raw.tolist()
         fast: _FastRows | None = getattr(self, "_fast", None)

@@ -21,6 +21,7 @@ from engine import loopnest, zoo
 from engine.costmodel import SHIPPED, AnalyticModel, load_model
 from engine.costmodel import features as F
 from engine.costmodel.base import Prediction
+from engine.costmodel.trees import FAST_ROWS
 from engine.randpipe import random_pipeline
 from engine.sampler import mutate, sample_schedule
 from engine.schedule import Schedule
@@ -142,13 +143,16 @@ def test_tree_fast_row_path_equals_booster_predict_bit_for_bit(models):
     r[rng.random(r.shape) < 0.3] = 0.0
     x = np.concatenate([x, r])
     want = m.booster.predict(x, raw_score=True, num_threads=1)
-    assert np.array_equal(m.raw_scores(x), want)  # no pipeline: nothing cached, every row scored
+    assert np.array_equal(m.raw_scores(x), want)  # no pipeline: nothing cached, every row scored (one call)
+    few_rows = FAST_ROWS - 1
+    for k in range(0, len(x), few_rows):  # below FAST_ROWS: the fast path, row by row
+        assert np.array_equal(m.raw_scores(x[k : k + few_rows]), want[k : k + few_rows])
     few = lgb.Booster(model_str=m.booster.model_to_string(num_iteration=20))  # another booster: 20 trees
     assert few.num_trees() == 20 and m.booster.num_trees() > 20
     other = type(m)(few, m.base, m.config)
     other._fast = m._fast  # as if the booster had been replaced under a configured model
-    assert np.array_equal(other.raw_scores(x[:50]), few.predict(x[:50], raw_score=True, num_threads=1))
-    assert not np.array_equal(other.raw_scores(x[:50]), want[:50])
+    assert np.array_equal(other.raw_scores(x[:few_rows]), few.predict(x[:few_rows], raw_score=True, num_threads=1))
+    assert not np.array_equal(other.raw_scores(x[:few_rows]), want[:few_rows])
 
 
 def test_tree_scores_by_row_key_equal_the_sample_path(models):
