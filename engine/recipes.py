@@ -532,10 +532,12 @@ def _blocking(c: int, w: int, vt: VectorTarget, lanes: int | None, max_xvecs: in
 MAX_BLOCK_CHANNELS = 8
 
 
-def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget) -> tuple[int, bool]:
+def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTarget, out: str | None = None) -> tuple[int, bool]:
     """The vector width of a conv's x blocks and whether they must stay inside the row
     (x blocks of whole vectors, the last shifted inwards) because rounding the row up
-    would read past an input. Otherwise the row rounds up to whole vectors (a row shorter
+    would read past an input, or because the tile of `out` (the conv's pointwise consumer)
+    can't round up with it (an output): the rounded lanes would then read producer columns
+    never written (rounds_tile). Otherwise the row rounds up to whole vectors (a row shorter
     than the lanes to one vector). When rounding up would over-read, of narrower vectors
     that divide W (full rows) and full vectors in blocks inside the row, the one with more
     useful lanes x FMAs per load (AVX2 at W=28: 8-lane blocks of 2 vectors over 4-lane
@@ -556,18 +558,40 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
         # 31.5 KiB) are over half the L1, which excludes them. Not 3x3 convs: 64->64 within
         # the noise (1.23x -> 1.24x there; 1.26x -> 1.23x and 1.26x -> 1.34x in two earlier runs).
         return half, False
-    if extra == 0 or not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs):
+    if extra == 0 or (
+        not any(widening_overreads(p, cv, _dim(p, cv, -1), extra) for cv in convs) and (out is None or rounds_tile(p, out, extra))
+    ):
         return vw, False
     if w < vt.lanes:
         return w, False  # the whole row as one vector register (7 of 8 lanes): no tail, no over-read
     narrow = dividing(vt.lanes // 2, w)
     inside = fit(vt.lanes, w)
     nvec = ceil_div(w, narrow)
-    if nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
-        return narrow, False  # conv_block's narrow full-row block (AVX-512 at W=56: 3 x 7 zmm, measured there)
+    if vt.split_wide and nvec * ((vt.block_limit - 4) // nvec) >= vt.accumulators:
+        # conv_block's narrow full-row block (Zen 4 at W=56: 3 x 7 ymm, measured there). Only
+        # where 512-bit operations run as two halves: on a core with full-width FMAs (Sapphire
+        # Rapids) half-width vectors halve the FMA rate, and full vectors in blocks inside the
+        # row (scored below) keep it.
+        return narrow, False
     if _blocking(c, w, vt, inside, w // inside)[0] * inside > _blocking(c, w, vt, narrow, None)[0] * narrow:
         return inside, True
     return narrow, False
+
+
+def rounds_tile(p: Pipeline, out: str, extra: int) -> bool:
+    """Should `out`'s tile round its rows up by `extra` points with a reduction computed at it
+    whose update rounds up (conv_block, depthwise_block)? Halide computes the producers of an
+    update over the stage's own required region, not over its rounded-up loop: the last
+    vector's extra lanes then read columns of the producer (a padding, a root buffer) that are
+    allocated but never written. Rounding the tile of `out` (a pure definition) makes the
+    reduction's required region, and so its producers', the rounded one. Uninitialized lanes
+    are discarded, but their time is not: on an Intel Sapphire Rapids core (AVX-512, 1
+    thread) a 192 x 28x28 depthwise conv + ReLU6 read stack garbage in 4 of 32 lanes and took
+    0.15 or 1.35-1.46 ms by what the garbage was, 0.013-0.036 ms with the padding computed
+    over the columns read (ONNX Runtime 0.109 ms); on Zen 4 the same garbage cost nothing
+    measurable (56 rounded to 64 measured 0-6% slower there, resnet_block's hand schedule).
+    Not where rounding `out` would read past an input (widening_overreads)."""
+    return extra > 0 and out not in p.outputs and not widening_overreads(p, out, _dim(p, out, -1), extra)
 
 
 def conv_block(
@@ -597,15 +621,15 @@ def conv_block(
     on AVX-512 (ROWS_MIN_LANES), a row of at most half a vector (7x7) whose height has a
     divisor from 2 to 8 gets a block over rows (rows_of_plane: 3 channels x 7 rows), the
     tile then chans x rows x the width. Where the rows round up to
-    whole vectors, so does `out`'s tile when a reduction reads `out` or its row is shorter
-    than a vector.
+    whole vectors, so does `out`'s tile (rounds_tile); where it can't (an output), the
+    conv's rows don't round up either (_x_vectors).
     Returns the per-row loop of `out` (where the conv's producers can be computed)."""
     vt = vector_target(target)
     shape = p.shape_of(out)
     c, w = shape[-3], shape[-1]
     chans_given = chans
     oc, oy, ox = (_dim(p, out, k) for k in (-3, -2, -1))
-    vw, inside = _x_vectors(p, (conv, *also), c, w, vt)
+    vw, inside = _x_vectors(p, (conv, *also), c, w, vt, out)
     nvec = ceil_div(w, vw)
     narrowed = vw < fit(vt.lanes, w)
     if inside:  # blocks of whole vectors inside the row, the last shifted inwards
@@ -640,20 +664,7 @@ def conv_block(
         if rows_rb > 1:
             cb, rb = rows_cb, rows_rb
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
-    # Rounding the tile's own rows up too (a root stage computed over whole vectors) where a
-    # reduction reads it directly (the next block's conv, which rounds its reads up) and that
-    # reads no input past its end: otherwise Halide computes the last tile twice, shifted
-    # inwards, for the wider region the consumer reads; and a row shorter than one vector
-    # would be vectorized past its end. (Not a longer row that only a padding reads: 56
-    # rounded to 64 there measured 0-6% slower, resnet_block's hand schedule.)
-    wide = (
-        xb == w
-        and nvec * vw > w
-        and out not in p.outputs
-        and not inside
-        and (w < vw or any(p.stage(k).is_reduction for k in p.consumers(out) if k in p.stage_map))
-        and not widening_overreads(p, out, ox, nvec * vw - w)
-    )
+    wide = xb == w and nvec * vw > w and out not in p.outputs and not inside and rounds_tile(p, out, nvec * vw - w)
     co, ci, xo, yo = f"{oc}o", f"{oc}i", f"{ox}o", f"{oy}o"
     # Where the weights outweigh the output plane (ResNet's stages 2-4, the 1x1 convs of
     # 1024-2048 channels at 14x14 and 7x7), a channel block's weights are reused across
@@ -781,7 +792,12 @@ def depthwise_block(s: Schedule, p: Pipeline, dw: str, out: str, rows: int = 4, 
     # computed twice by a shifted last tile, half the tiles; 384 x 14^2 1.86x -> 1.59x ORT).
     rb = next((d for d in range(rows, 2 * rows + 1) if h % d == 0), fit(rows, h))
     yo = f"{oy}o"
-    S(s, out).split(oy, yo, oy, rb).reorder(ox, oy, yo, oc).vectorize(ox, fit(vw, w)).parallel(oc)
+    o = S(s, out).split(oy, yo, oy, rb)
+    if rounds_tile(p, out, nvec * vw - w):  # the tile's rows rounded up with the conv's (see rounds_tile)
+        o.split(ox, f"{ox}o", ox, nvec * vw, tail="round_up").reorder(ox, oy, f"{ox}o", yo, oc).vectorize(ox, vw)
+    else:
+        o.reorder(ox, oy, yo, oc).vectorize(ox, fit(vw, w))
+    o.parallel(oc)
     S(s, dw).compute_at(out, yo).split(dx, dx, f"{dx}_v", vw, tail="round_up").vectorize(f"{dx}_v")
     rvars = [d.name for d in p.stage(dw).rdom]
     u = S(s, dw).update().split(dx, dx, f"{dx}_v", vw).split(dx, dx, f"{dx}_u", nvec)

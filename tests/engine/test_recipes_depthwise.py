@@ -77,6 +77,28 @@ def test_a_depthwise_conv_that_would_over_read_its_input_falls_back():
     validate(p, pl.schedule)
 
 
+def _separable_then_conv(w: int) -> Builder:
+    """A depthwise 3x3 conv + ReLU6 read by a 1x1 conv + ReLU (MobileNet's expand / project
+    order): the ReLU6 is not the graph's output."""
+    b = Builder(f"dwpw{w}", "depthwise conv, then a 1x1 conv")
+    x = b.input("x", (1, 8, w, w))
+    dw = b.conv2d("dw", x, b.input("dw_w", (8, 1, 3, 3)), b.input("dw_b", (8,)), pad=1, groups=8)
+    act = b.activation("act", dw, "relu6")
+    return b.build([b.activation("out", b.conv2d("pw", act, b.input("pw_w", (16, 8, 1, 1))), "relu")])
+
+
+def test_a_depthwise_tile_rounds_its_rows_up_with_the_conv():
+    # Halide computes an update's producers over the stage's required region, not its rounded
+    # loop: the ReLU6's tile rounds up (28 -> 32) so that the padding is computed over every
+    # column the conv's last vector reads (recipes.rounds_tile). A graph output can't round.
+    p = _separable_then_conv(28)
+    s = plan(p, AVX512).schedule
+    tile = _directive(s, "act", "split", False, outer="xo")
+    assert (tile.factor, tile.tail) == (32, "round_up") and _directive(s, "dw", "split", True, inner="x_v").factor == 16
+    assert not any(d.kind == "split" and d.outer == "xo" for d in plan(_separable(28), AVX512).schedule.of("act").pure)
+    validate(p, s)
+
+
 @pytest.fixture(scope="module")
 def runner():
     with Runner() as r:
@@ -86,7 +108,7 @@ def runner():
 def test_depthwise_schedules_verify(runner):
     # Run on this host (its own vector width; the blocks and tails are the target's).
     cases = ((AVX2, _separable(14)), (AVX2, _separable(28, 2)), (AVX512, _separable(7)), (AVX512, _separable(16, act=False)))
-    for target, p in (*cases, (AVX512, _separable(15, pad=0))):
+    for target, p in (*cases, (AVX512, _separable(15, pad=0)), (AVX512, _separable_then_conv(28))):
         m = api.measure(p, plan(p, target).schedule, runner, None, **VERIFY_ONLY)
         assert m.ok and m.verified, (p.name, m.error)
 

@@ -17,6 +17,7 @@ from engine.recipes import (
     VectorTarget,
     conv_blocking,
     overread_walk,
+    rounds_tile,
     rows_of_plane,
     vector_target,
     widening_overreads,
@@ -29,10 +30,11 @@ AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
 VERIFY_ONLY = {"min_time_s": 0.0, "min_runs": 1, "warmup": 1, "profile": False}
 
 
-def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1, k0: int = 3) -> Builder:
+def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1, k0: int = 3, then_conv: bool = False) -> Builder:
     """A 3x3 conv on a padded input (`k0` 1: a 1x1 conv reading the input itself), `blocks`
     residual blocks (relu(conv(relu(conv(r))) + r): the chain back to the padding is 4 stages
-    a block), then a 1x1 conv (stride `stride`) + ReLU."""
+    a block), then a 1x1 conv (stride `stride`) + ReLU ("last" -> "out"; `then_conv`: one more
+    1x1 conv + ReLU reads "out", so that "out" is not the graph's output)."""
     b = Builder(f"chain{w}x{blocks}s{stride}", "a residual chain at a small plane")
     x = b.input("x", (1, c, w, w))
 
@@ -44,7 +46,8 @@ def _residual_chain(w: int, blocks: int, c: int = 16, stride: int = 1, k0: int =
     for k in range(1, blocks + 1):
         inner = b.activation(f"m{k}", conv(f"a{k}", r), "relu")
         r = b.add(f"r{k}", conv(f"b{k}", inner), r, then_relu=True)
-    return b.build([b.activation("out", conv("last", r, 1, stride), "relu")])
+    out = b.activation("out", conv("last", r, 1, stride), "relu")
+    return b.build([b.activation("after", conv("next", out), "relu") if then_conv else out])
 
 
 def _split(s: Schedule, stage: str, inner: str, update: bool = True) -> Directive | None:
@@ -87,7 +90,7 @@ def test_the_overread_walk_is_memoized_and_answers_as_the_full_walk():
 
 
 def test_a_small_plane_conv_is_blocked_over_rows_with_whole_vectors():
-    p = _residual_chain(7, 3, c=32)
+    p = _residual_chain(7, 3, c=32, then_conv=True)
     ch, rb = rows_of_plane(32, 7, AVX512)
     assert (ch, rb) == (3, 7)  # 21 accumulators + 7 row vectors + a broadcast of 32 zmm
     s = plan(p, AVX512).schedule
@@ -105,6 +108,19 @@ def test_a_small_plane_conv_is_blocked_over_rows_with_whole_vectors():
     assert _split(s2, "out", "y", update=False) is None and _split(s2, "last", "x_v").factor == 8
     for sched in (s, s2):
         validate(p, sched)
+
+
+def test_a_conv_at_the_graph_output_keeps_its_rows_inside():
+    # The output's tile can't round up, so neither do the rows of the conv computed at it: the
+    # rounded lanes would read columns of its producer that are allocated but never computed
+    # (recipes.rounds_tile). 7x7: one 7-lane vector a row (56: tests/engine/test_recipes_target.py,
+    # conv_relu's x blocks inside the row).
+    s = plan(_residual_chain(7, 3, c=32), AVX512).schedule
+    x_v = _split(s, "last", "x_v")
+    assert x_v is not None and x_v.factor == 7
+    tile = _split(plan(_pointwise_at(56, 3), AVX512).schedule, "out", "x", update=False)
+    assert tile is not None and (tile.factor, tile.tail) == (64, "round_up")  # not the output: rounds with the conv
+    assert not rounds_tile(_residual_chain(7, 1), "out", 1) and rounds_tile(_residual_chain(7, 1, then_conv=True), "out", 1)
 
 
 def test_a_strided_conv_keeps_one_row_a_block():
@@ -188,11 +204,14 @@ ZEN4 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_zen4-f16c-fma-sse41"
 
 
 def _pointwise_at(w: int, k: int, ci: int = 16, co: int = 64) -> Builder:
+    """A conv + ReLU ("c" -> "out") on a padded, pooled input, and a 1x1 conv + ReLU reading
+    "out" (which so is not the graph's output: its tile may round up with the conv's rows)."""
     b = Builder(f"pw{w}k{k}", "a conv on a padded, pooled input")
     x = b.input("x", (1, ci, w, w))
     pooled = b.pool2d("pool", b.pad("pool_pad", x, 1), "max", 3, 1)  # a stage whose rows may round up
     conv = b.conv2d("c", pooled, b.input("w", (co, ci, k, k)), b.input("b", (co,)), pad=k // 2)
-    return b.build([b.activation("out", conv, "relu")])
+    out = b.activation("out", conv, "relu")
+    return b.build([b.activation("after", b.conv2d("next", out, b.input("w2", (co, co, 1, 1))), "relu")])
 
 
 def test_zen4_takes_half_width_vectors_for_1x1_convs_at_56():
