@@ -89,6 +89,7 @@ def register(subparsers: Any) -> None:
     x = sub.add_parser("export", help="write the dataset as a small .jsonl.gz file (pipelines, schedules, verified timings)")
     x.add_argument("--db", help="SQLite file")
     x.add_argument("--out", type=A.output_file, required=True, help="e.g. resources/costmodel/dataset.jsonl.gz")
+    x.add_argument("--all-environments", action="store_true", help="every stored (target, host, threads), not only the most common")
     x.add_argument("--json", action="store_true")
     v = sub.add_parser("train-value", help="train the offline value function of zero-measurement greedy search (value.pt + value.json)")
     v.add_argument("--out", type=A.output_dir, help="directory (default: the user data's costmodel/; shipped: resources/costmodel)")
@@ -251,7 +252,7 @@ def _train_value(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from ..costmodel.export import export_dataset  # noqa: PLC0415
 
-    res = export_dataset(_db(args), args.out)
+    res = export_dataset(_db(args), args.out, all_environments=args.all_environments)
     print_result(args, res, f"{res['samples']} samples of {res['pipelines']} pipelines written to {res['out']}")
     return 0
 

@@ -1,7 +1,8 @@
 """The dataset as a small shippable file: gzipped JSON lines, no code, no pickle.
 
-`export_dataset` writes the verified timings of one environment (target, host, threads)
-from a measurement database, with each pipeline's and schedule's JSON; `import_dataset`
+`export_dataset` writes the verified timings of one environment (target, host, threads),
+or of every environment stored, from a measurement database, with each pipeline's and
+schedule's JSON (each timing record names its own environment); `import_dataset`
 writes them into a database again, checking every pipeline and schedule against its
 content hash (features are recomputed from them on load, so the file stays small and
 never goes stale with the feature version). `shipped_db()` is the dataset in
@@ -34,25 +35,33 @@ class DatasetFileError(ValueError):
     """A dataset file that is malformed or whose records do not match their hashes."""
 
 
-def export_dataset(db_path: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write the most common environment's verified timings of the dataset's pipelines."""
+def export_dataset(db_path: str | Path, out: str | Path, *, all_environments: bool = False) -> dict[str, Any]:
+    """Write the verified timings of the dataset's pipelines: of the most common environment,
+    or of every stored one (`all_environments`; loading still takes one at a time)."""
     with Database(db_path) as db:
         envs = environments(db)
         if not envs:
             raise ValueError(f"{db_path}: no measurements to export")
-        target, host, threads = envs[0][:3]
+        chosen = [e[:3] for e in envs] if all_environments else [envs[0][:3]]
         pipes = db.conn.execute(
             "SELECT p.hash, p.name, c.origin, c.seed, p.json FROM pipelines p JOIN cm_pipelines c ON c.hash = p.hash ORDER BY p.hash"
         ).fetchall()
-        rows = db.conn.execute(
-            "SELECT m.json, s.json FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
-            "WHERE m.target=? AND m.host=? AND m.threads=? AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines) "
-            "ORDER BY m.pipeline_hash, m.schedule_hash",
-            (target, host, threads),
-        ).fetchall()
+        rows = [
+            row
+            for env in chosen
+            for row in db.conn.execute(
+                "SELECT m.json, s.json FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
+                "WHERE m.target=? AND m.host=? AND m.threads=? AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines) "
+                "ORDER BY m.pipeline_hash, m.schedule_hash",
+                env,
+            )
+        ]
+    header: dict[str, Any] = {"kind": "header", "format": FORMAT, "environment": list(chosen[0])}
+    if all_environments:
+        header["environments"] = [list(e) for e in chosen]
     # The gzip header names the file (not the temp file it is written as).
     with atomic_open(out, "wb") as raw, io.TextIOWrapper(gzip.GzipFile(Path(out).name, "wb", fileobj=raw), encoding="utf-8") as f:
-        f.write(json.dumps({"kind": "header", "format": FORMAT, "environment": [target, host, threads]}) + "\n")
+        f.write(json.dumps(header) + "\n")
         for h, name, origin, seed, body in pipes:
             f.write(
                 json.dumps({"kind": "pipeline", "hash": h, "name": name, "origin": origin, "seed": seed, "pipeline": json.loads(body)})
@@ -60,7 +69,10 @@ def export_dataset(db_path: str | Path, out: str | Path) -> dict[str, Any]:
             )
         for mjson, sjson in rows:
             f.write(json.dumps({"kind": "sample", "measurement": json.loads(mjson), "schedule": json.loads(sjson)}) + "\n")
-    return {"out": str(out), "pipelines": len(pipes), "samples": len(rows), "environment": [target, host, threads]}
+    res: dict[str, Any] = {"out": str(out), "pipelines": len(pipes), "samples": len(rows), "environment": list(chosen[0])}
+    if all_environments:
+        res["environments"] = [[*e[:3], e[3]] for e in envs]
+    return res
 
 
 def import_dataset(path: str | Path, db_path: str | Path) -> dict[str, int]:

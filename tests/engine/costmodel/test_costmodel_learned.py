@@ -195,6 +195,29 @@ def test_dataset_file_round_trips_and_rejects_bad_files(tmp_path):
         import_dataset(bad, tmp_path / "y.sqlite")
 
 
+def test_dataset_file_of_every_environment_loads_each_apart(tmp_path):
+    from engine.costmodel.export import export_dataset, import_dataset
+
+    src = tmp_path / "src.sqlite"
+    p = random_pipeline(3, max_stages=4)
+    scheds = [default_schedule(p), sample_schedule(p, random.Random(0)), sample_schedule(p, random.Random(1))]
+    with Database(src) as db:
+        db.conn.execute("INSERT INTO cm_pipelines VALUES (?, ?, 'random', 3)", (p.content_hash(), p.name))
+        db.conn.commit()
+        for j, s in enumerate(scheds):
+            _fake(db, p, s, 1.0 + j)
+            if j < 2:
+                _fake(db, p, s, 10.0 + j, host="other")
+    out = tmp_path / "all.jsonl.gz"
+    res = export_dataset(src, out, all_environments=True)
+    assert res["samples"] == 5 and res["environments"] == [["t", "h", 1, 3], ["t", "other", 1, 2]]
+    assert export_dataset(src, tmp_path / "one.jsonl.gz")["samples"] == 3  # default: the most common environment only
+    back = tmp_path / "back.sqlite"
+    assert import_dataset(out, back) == {"pipelines": 1, "samples": 5}
+    assert sorted(x.time_ms for x in D.load(back)) == [1.0, 2.0, 3.0]  # the most common one, never mixed
+    assert sorted(x.time_ms for x in D.load(back, host="other")) == [10.0, 11.0]
+
+
 def test_wrong_feature_version_fails_clearly_and_predictions_are_deterministic(synthetic, tmp_path):
     samples = D.load(synthetic)
     gnn, _ = train_gnn(samples, hidden=8, layers=1, epochs=1)
