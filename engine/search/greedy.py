@@ -29,7 +29,11 @@ Zero-measurement greedy (`zero_measure`, the CLI's `search P --strategy greedy -
 is the paper's setting: the offline-trained value function (value_offline.py), plus the
 capacity-traffic term V cannot see (reuse.py), takes every decision from an empty schedule
 (no heuristic seed, no cost-model completion, no measurement), in seconds. `greedy_value_search` is the measuring search above started from
-that schedule instead of the heuristic's.
+that schedule instead of the heuristic's, and it keeps using V: it measures V's schedule first
+(so it never ends worse than that verified time), then V's next-best complete states of the
+zero-measurement beam, and in every pass, besides the pass's answer and the cost model's best
+candidate, the candidate V (plus the capacity term) ranks best; the guide is whichever
+measured fastest, so the measurements decide between the cost model's and V's rankings.
 """
 
 from __future__ import annotations
@@ -68,6 +72,12 @@ STALLS = 2  # passes in a row that measure nothing new end the passes
 RADIUS_START = 2  # stages a pass may change voluntarily at first (see the trust region)
 DISTINCT = 0.01  # measured candidates of one batch differ by at least this much in predicted time
 LEFTOVER_SHORTLIST, LEFTOVER_BATCH = 8, 2  # after the passes: re-predict the best few, measure the top ones
+# greedy_v: V's complete states measured after its own schedule (of the beam's last step, best
+# by V first, near-duplicates by V's score skipped). Two of 16 measurements: V's first choice
+# is often but not always its best (full size, Zen 5, two rounds each, the first six states:
+# attention's first 6-8 ms, the rest 13-25; matmul's second and third 20-68 ms against its
+# first's 38-120; softmax's and harris's within noise of their first, blur's a little slower).
+V_RUNNERS_UP = 2
 
 Candidates = dict[str, tuple[float, Schedule]]  # schedule hash -> (predicted ms, schedule)
 
@@ -122,14 +132,48 @@ def greedy_search(ctx: SearchContext) -> None:
 
 
 def greedy_value_search(ctx: SearchContext) -> None:
-    """The same search seeded by zero-measurement greedy's schedule instead of the heuristic's."""
+    """The same search seeded by zero-measurement greedy's schedule instead of the heuristic's,
+    with V's ranking beside the cost model's (see the module doc)."""
 
     def body(c: SearchContext) -> None:
-        seed = zero_measure(c)
-        c.measure([seed])
-        _search(c, seed)
+        final: list[tuple[float, Schedule]] = []
+        seed = zero_measure(c, final=final)
+        c.measure([seed])  # first: the best verified result is at most this one's time
+        measure_new(c, final[1:], V_RUNNERS_UP)
+        _search(c, seed, ValueRanker(c))
 
     run_charged(ctx, body)
+
+
+class ValueRanker:
+    """The offline V's predicted ms of complete schedules plus their capacity traffic (the
+    zero-measurement score), cached by schedule hash: `rank` orders (ms, schedule) candidates
+    by it, as (V ms, schedule), for `measure_new`."""
+
+    CHUNK = 64  # schedules per V batch: cancel is checked between them
+
+    def __init__(self, ctx: SearchContext, value: OfflineValue | None = None) -> None:
+        from .value_offline import shipped_value  # noqa: PLC0415
+
+        self.ctx, self.value = ctx, value or shipped_value()
+        self._ms: dict[str, float] = {}
+
+    def scores(self, scheds: list[Schedule]) -> list[float]:
+        from .reuse import penalty_ms  # noqa: PLC0415
+
+        p, hashes = self.ctx.p, [s.content_hash() for s in scheds]
+        todo = list({h: s for h, s in zip(hashes, scheds) if h not in self._ms}.items())
+        for i in range(0, len(todo), self.CHUNK):
+            self.ctx.check()
+            chunk = todo[i : i + self.CHUNK]
+            for (h, s), v in zip(chunk, self.value.values(p, [s for _, s in chunk])):
+                self._ms[h] = float(math.exp(v)) + penalty_ms(p, s)
+        return [self._ms[h] for h in hashes]
+
+    def rank(self, cands: list[tuple[float, Schedule]]) -> list[tuple[float, Schedule]]:
+        """The candidates not measured yet, best by V first."""
+        todo = [s for _, s in cands if s.content_hash() not in self.ctx.measured]
+        return sorted(zip(self.scores(todo), todo), key=lambda c: c[0])
 
 
 def zero_measure(
@@ -139,20 +183,22 @@ def zero_measure(
     beam: int | None = None,
     reuse: bool = True,
     diverse: int | None = None,
+    final: list[tuple[float, Schedule]] | None = None,
 ) -> Schedule:
     """Decide every stage of `ctx.p` with the offline value function alone, from an empty
     schedule (randomness: ctx.rng; cancel and pause: ctx.check), `k` random options per stage
     besides the structured ones and a beam of `beam` states plus the best of `diverse` further
     distinct structured decisions (defaults value_offline.K_GREEDY, BEAM, DIVERSE; DIVERSE
     only with `reuse`, the earlier form has none), scored by V plus the capacity-traffic term (search/reuse.py) unless `reuse` is
-    False; measures nothing. The time is charged to ctx's model time."""
+    False; measures nothing. The time is charged to ctx's model time. `final` receives the
+    beam's complete states, best by that score first (value_greedy)."""
     from .value_offline import BEAM, DIVERSE, K_GREEDY, shipped_value, value_greedy  # noqa: PLC0415
 
     t = time.perf_counter()
     try:
         kk, bb = K_GREEDY if k is None else k, BEAM if beam is None else beam
         dd = (DIVERSE if reuse else 0) if diverse is None else diverse
-        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb, reuse=reuse, diverse=dd)
+        s = value_greedy(ctx.p, value or shipped_value(), ctx.rng, kk, check=ctx.check, beam=bb, reuse=reuse, diverse=dd, final=final)
     finally:
         ctx.charge_model_time(time.perf_counter() - t)
     s.name = "greedy (0 measurements)"
@@ -194,7 +240,9 @@ def zero_measure_search(
     return ZeroMeasureResult(s, ctx.elapsed(), float(math.exp(v.values(p, [s])[0])), v.name)
 
 
-def _search(ctx: SearchContext, seed: Schedule | None) -> None:
+def _search(ctx: SearchContext, seed: Schedule | None, by_value: ValueRanker | None = None) -> None:
+    """The passes from `seed` (the incumbent guides once there is one); with `by_value`, each
+    pass also measures V's best candidate, and so do the leftovers (see the module doc)."""
     p = ctx.p
     cap = ctx.model_s + MODEL_CAP_S  # the passes' own model time (a V-made seed's is not theirs)
     vf, comp = ValueFunction(p), Completer(ctx)
@@ -213,7 +261,11 @@ def _search(ctx: SearchContext, seed: Schedule | None) -> None:
         pool.update(cands)
         # The pass's answer first, then the best predicted schedules it saw.
         ranked = [cands[final.content_hash()]] + sorted(cands.values(), key=lambda c: c[0])
-        trials = measure_new(ctx, ranked, 1 + ALTERNATIVES)
+        if by_value is None:
+            trials = measure_new(ctx, ranked, 1 + ALTERNATIVES)
+        else:  # one of the cost model's alternatives goes to V's best candidate instead
+            trials = measure_new(ctx, ranked, ALTERNATIVES)
+            trials += measure_new(ctx, by_value.rank(list(cands.values())), 1)
         for t in trials:  # what the hardware said reaches every state the schedule extends
             vf.add_completion(t.schedule, cands.get(t.schedule.content_hash(), (math.inf,))[0])
         stalls = 0 if trials else stalls + 1
@@ -221,7 +273,7 @@ def _search(ctx: SearchContext, seed: Schedule | None) -> None:
         improved = now is not None and now < incumbent
         radius = min(len(order(p)), 2 * radius) if improved else max(1, radius // 2)
         vf.fit(ctx)
-    _measure_leftovers(ctx, pool, cap)
+    _measure_leftovers(ctx, pool, cap, by_value)
 
 
 def _pass(
@@ -275,9 +327,10 @@ def _pass(
     return partial, cands, evals
 
 
-def _measure_leftovers(ctx: SearchContext, pool: Candidates, cap: float) -> None:
+def _measure_leftovers(ctx: SearchContext, pool: Candidates, cap: float, by_value: ValueRanker | None = None) -> None:
     """Spend the remaining measurements on the best predicted candidates (re-predicted with
-    the model as the measurements left it, while model time remains)."""
+    the model as the measurements left it, while model time remains); with `by_value`, each
+    batch's last one is V's best of the pool instead."""
     while not ctx.done():
         left = sorted((c for h, c in pool.items() if h not in ctx.measured), key=lambda c: c[0])[:LEFTOVER_SHORTLIST]
         if not left:
@@ -285,5 +338,9 @@ def _measure_leftovers(ctx: SearchContext, pool: Candidates, cap: float) -> None
         charge_proposals(ctx)
         if ctx.model_s < cap:  # else the passes' predictions stand
             left = sorted(zip(ctx.predict([s for _, s in left]), [s for _, s in left]), key=lambda c: c[0])
-        if not measure_new(ctx, left, LEFTOVER_BATCH):
+        if by_value is None:
+            new = measure_new(ctx, left, LEFTOVER_BATCH)
+        else:
+            new = measure_new(ctx, left, LEFTOVER_BATCH - 1) + measure_new(ctx, by_value.rank(list(pool.values())), 1)
+        if not new:
             return

@@ -295,6 +295,7 @@ def value_greedy(
     beam: int = 1,
     reuse: bool = False,
     diverse: int = 0,
+    final: list[tuple[float, Schedule]] | None = None,
 ) -> Schedule:
     """A complete schedule decided stage by stage from an empty one, by V alone: per stage
     `k` legal options (the sampler's) and, with `templates`, the structured ones
@@ -307,12 +308,16 @@ def value_greedy(
     cost-model completion and no measurement. `visited`
     collects each step's children; `check` runs between steps (a search's cancel). With
     `reuse`, each state's score is V's predicted ms plus the capacity traffic of its decided
-    stages (search/reuse.py): V cannot see cache-capacity effects at sizes it was not trained on."""
+    stages (search/reuse.py): V cannot see cache-capacity effects at sizes it was not trained on.
+    `final` receives the last step's kept states, complete, as (score in ms, schedule), best
+    first (the returned schedule is the first): the candidates V ranks next."""
     states = [Schedule(name="greedy")]
+    vals: np.ndarray = np.zeros(0)
+    kids: list[Schedule] = []
     for st in order(p):
         if check is not None:
             check()
-        kids: list[Schedule] = []
+        kids = []
         structured: set[int] = set()  # indices of kids whose decision is a template
         for partial in states:
             opts = stage_options(p, partial, st, rng, k)
@@ -335,6 +340,9 @@ def value_greedy(
         states = keep_states(kids, vals, structured, st, beam, diverse)
     best = states[0]  # ranked by V at the last step
     validate(p, best)
+    if final is not None:
+        score = {c.content_hash(): float(math.exp(x)) for c, x in zip(kids, vals)}
+        final[:] = sorted(((score.get(x.content_hash(), math.inf), x) for x in states), key=lambda c: c[0])
     return best
 
 
