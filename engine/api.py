@@ -143,14 +143,15 @@ def measure(
     **job_options: Any,
 ) -> Measurement:
     """Measure a schedule (or Halide's autoscheduler result); a stored verified measurement for
-    the same pipeline, schedule, target, host and threads is returned unless `force`.
+    the same pipeline, schedule, target, host and threads, timed by the same clock, is
+    returned unless `force`.
     `should_cancel` is polled while the job runs (Runner.run): when it returns True the job's
     worker process is killed and the result is a failed Measurement."""
     job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
     key = job.schedule_key()
     if db is not None and not force:
         hit = stored_measurement(p, db, key, runner.threads, runner)
-        if hit is not None:
+        if hit is not None and hit.clock == job.clock:  # a label of another clock is not this one's
             return hit
     m = runner.run(job, should_cancel)
     if db is not None:

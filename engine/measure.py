@@ -306,6 +306,7 @@ class Runner:
     def run(self, job: Job, should_cancel: Callable[[], bool] | None = None) -> Measurement:
         """Measure one job. `should_cancel` is polled; a cancelled job kills its worker."""
         try:
+            check_clock(job.clock, self.threads)
             p = Pipeline.from_json(job.pipeline)
             if job.schedule is not None:
                 validate(p, Schedule.from_json(job.schedule))
@@ -416,6 +417,16 @@ def round_spread(m: Measurement) -> float:
 
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread_cpu": time.thread_time}
+
+
+def check_clock(clock: str, threads: int) -> None:
+    """ValueError unless `clock` (CLOCKS) can time a job run on `threads` Halide threads: the
+    thread CPU clock counts the timing thread only, so with more threads it would leave out
+    the others' work and under-report every label."""
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r} (choose from {', '.join(CLOCKS)})")
+    if clock == "thread_cpu" and threads != 1:
+        raise ValueError(f"the thread CPU clock times the calling thread only: use 1 Halide thread (--threads 1), not {threads}")
 
 
 def timed_rounds(run: Callable[[], Any], job: Job) -> list[list[float]]:

@@ -27,7 +27,7 @@ from . import halide_backend as HB
 from . import reference as R
 from . import segments
 from .ir import Pipeline
-from .measure import Job, Measurement, failed, host_fingerprint, summarize, timed_rounds
+from .measure import Job, Measurement, check_clock, failed, host_fingerprint, summarize, timed_rounds
 from .schedule import Schedule, ScheduleError
 
 Program = HB.Lowered | segments.Segmented
@@ -111,6 +111,7 @@ def _execute(job: Job, threads: int) -> Measurement:
     if job.fault == "hang":
         while True:
             time.sleep(1)
+    check_clock(job.clock, threads)  # a cluster's jobs arrive here without the local Runner's check
     p = Pipeline.from_json(job.pipeline)
     low, sched_key, compile_s = _compiled(p, job, threads)
     inputs, refs, method = _reference(p, job.seed, job.verify)

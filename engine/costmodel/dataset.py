@@ -40,7 +40,7 @@ from .. import api, zoo
 from ..database import Database
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
-from ..measure import Job, Measurement, MeasureRunner, Runner, default_threads, round_spread, scaled_options
+from ..measure import Job, Measurement, MeasureRunner, Runner, check_clock, default_threads, round_spread, scaled_options
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
@@ -293,6 +293,7 @@ def generate(
         Path(db_path), per_pipeline, seed, runner.threads if runner else threads or max(1, default_threads() // max(1, workers)),
         {**JOB_OPTIONS, **(job_options or {})}, threading.local(), [], threading.Lock(), runner, careful,
     )  # fmt: skip
+    check_clock(ctx.job.get("clock", "wall"), ctx.threads)
     total: Counter = Counter()
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
@@ -430,19 +431,20 @@ def load(
         if not envs:
             return []
         target, host, threads = envs[0][:3]
-        q = (
-            f"SELECT m.pipeline_hash, m.schedule_hash, {label_expr}, p.name, p.json, s.json, "
-            "COALESCE(json_extract(m.json, '$.iqr_ms') / m.median_ms, 0.0) FROM measurements m "
-            "JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
+        # The clocks are those of exactly the rows loaded (not autoscheduler records or, with
+        # dataset_only, other pipelines'), so a selection of one clock is never refused.
+        rows_sql = (
+            "FROM measurements m JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
             "WHERE m.target=? AND m.host=? AND m.threads=?"
         )
         if dataset_only:
-            q += " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)"
+            rows_sql += " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)"
+        q = (
+            f"SELECT m.pipeline_hash, m.schedule_hash, {label_expr}, p.name, p.json, s.json, "
+            f"COALESCE(json_extract(m.json, '$.iqr_ms') / m.median_ms, 0.0) {rows_sql}"
+        )
         args: tuple[Any, ...] = (target, host, threads)
-        clocks = [
-            r[0]
-            for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} FROM measurements m WHERE m.target=? AND m.host=? AND m.threads=?", args)
-        ]
+        clocks = [r[0] for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} {rows_sql}", args)]
         if clock is None and len(clocks) > 1:
             raise ValueError(f"database {db_path}: labels timed by {' and '.join(sorted(clocks))} clocks on {host}: choose one (--clock)")
         if clock is not None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..database import Database
 from ..ir import Pipeline
-from ..measure import Job, Measurement, MeasureRunner, round_spread, scaled_options
+from ..measure import Job, Measurement, MeasureRunner, check_clock, round_spread, scaled_options
 from ..schedule import Schedule
 from .dataset import JOB_OPTIONS
 from .evaluate import mean_kendall_tau
@@ -232,6 +232,7 @@ def estimate(
     """Label every item twice under `protocol`, in two interleaved rounds (the second in reverse
     order), and compare the rounds. An item that fails to measure in either round is left out
     and named in `failed`; cancelling stops between jobs (the report covers what finished)."""
+    check_clock(protocol.options.get("clock", "wall"), runner.threads)
     t0 = time.time()
     labels: list[dict[tuple[str, str], Label]] = [{}, {}]
     failed: list[str] = []

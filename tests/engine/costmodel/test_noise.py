@@ -187,6 +187,51 @@ def test_thread_cpu_clock_does_not_count_time_off_the_core():
     assert N.PROTOCOLS["cpu"].options["clock"] == "thread_cpu"
 
 
+def test_a_stored_label_of_another_clock_is_measured_again(tmp_path, items):
+    """The database keys a label by pipeline, schedule, target, host and threads, not clock: a
+    wall-clock record must not answer a thread-CPU request (calibrate-host, generate)."""
+
+    class ClockRunner(FakeRunner):
+        def run(self, job: Job, should_cancel=None) -> Measurement:
+            return dataclasses.replace(super().run(job), clock=job.clock)
+
+    it, runner = items[0], ClockRunner(0.0)
+    with Database(tmp_path / "d.sqlite") as db:
+        api.measure(it.pipeline, it.schedule, runner, db, **JOB_OPTIONS)
+        again = api.measure(it.pipeline, it.schedule, runner, db, **JOB_OPTIONS)
+        assert len(runner.jobs) == 1 and again.cached  # same clock: the stored label
+        cpu = api.measure(it.pipeline, it.schedule, runner, db, **{**JOB_OPTIONS, "clock": "thread_cpu"})
+        assert len(runner.jobs) == 2 and cpu.clock == "thread_cpu" and not cpu.cached
+
+
+def test_the_cpu_clock_with_several_threads_is_refused_everywhere(tmp_path, items):
+    """The thread CPU clock counts the timing thread only: with 2 Halide threads every label would
+    leave out the other thread's work, so the runner, the worker and each labelling entry point
+    refuse it with one message, before measuring anything."""
+    from engine import worker
+    from engine.costmodel.dataset import generate
+    from engine.measure import Runner, check_clock
+
+    it = items[0]
+    job = Job(it.pipeline.to_json(), it.schedule.to_json(), clock="thread_cpu")
+    with Runner(2) as runner:
+        m = runner.run(job)
+        assert not m.ok and "1 Halide thread" in (m.error or "") and runner.worker_pid is None  # no worker started
+    got = worker.execute(job, 2)  # a cluster node's path
+    assert not got.ok and "1 Halide thread" in (got.error or "")
+
+    class TwoThreads(FakeRunner):
+        threads = 2
+
+    with pytest.raises(ValueError, match="1 Halide thread"):
+        N.estimate(items[:2], TwoThreads(0.0), N.PROTOCOLS["cpu"])
+    with pytest.raises(ValueError, match="1 Halide thread"):
+        generate(tmp_path / "g.sqlite", 1, 1, with_zoo=False, threads=2, job_options={"clock": "thread_cpu"})
+    assert not (tmp_path / "g.sqlite").exists()  # refused before the database was opened
+    check_clock("thread_cpu", 1)
+    check_clock("wall", 8)
+
+
 class DriftRunner(FakeRunner):
     """FakeRunner whose job k is slowed by `slow(k)` (the machine's load over time); records each job's clock."""
 
@@ -236,7 +281,8 @@ def test_relabel_keeps_the_fastest_pass_and_remeasures_disagreement(tmp_path, it
 
 
 def test_relabel_passes_are_in_random_order(tmp_path, items):
-    """Drift over the passes (job k slowed as k grows) must not follow the stored order."""
+    """Each pass takes the labels in a new random order, so drift over the minutes of measuring
+    never follows the stored order."""
     from engine.costmodel.dataset import relabel
 
     path = _stored_db(tmp_path, items, lambda k: 1.0)
@@ -252,10 +298,14 @@ def test_relabel_passes_are_in_random_order(tmp_path, items):
 
 def test_labels_of_two_clocks_are_never_mixed_silently(tmp_path, items):
     from engine.costmodel.dataset import load
+    from engine.measure import autoscheduler_key
 
     path = _stored_db(tmp_path, items, lambda k: 1.0)
-    assert len(load(path)) == len(items)
     it = items[0]
+    with Database(path) as db:  # an autoscheduler's wall-clock time is not a label: no refusal for it
+        db.record(Measurement(it.pipeline.name, it.key[0], autoscheduler_key("Adams2019"), True, True, median_ms=1.0,
+                              host=FakeRunner.host, target=FakeRunner.target, threads=1))  # fmt: skip
+    assert len(load(path)) == len(items)
     with Database(path) as db:  # one wall-clock label of a schedule measured beside them
         db.record(Measurement(it.pipeline.name, it.key[0], "f" * 16, True, True, median_ms=1.0, host=FakeRunner.host,
                               target=FakeRunner.target, threads=1))  # fmt: skip
