@@ -45,7 +45,7 @@ import numpy as np
 from .. import api
 from ..database import Database
 from ..ir import Pipeline
-from ..measure import MeasureRunner, default_threads, host_fingerprint
+from ..measure import MeasureRunner, check_clock, default_threads, host_fingerprint
 from ..schedule import Schedule
 from . import SHIPPED, CostModel
 from . import features as F
@@ -504,14 +504,15 @@ def fine_tune(
                 progress("pipeline corrections", n + 1, len(own))
         return out
 
-    def host_level(rest: list[Sample]) -> TVMModel:
-        r = rounds if rounds is not None else host_rounds(base, rest, env, seed, **params)
-        return _host_trees(base, rest if r else [], env, offset, r or None, seed, progress, should_cancel, **params)
+    def rounds_for(rest: list[Sample]) -> int | None:
+        return rounds if rounds is not None else host_rounds(base, rest, env, seed, should_cancel, **params)
 
-    host = host_level(rest)
+    host = _host_trees(base, rest, env, offset, rounds_for(rest), seed, progress, should_cancel, **params)
     corrections = corrections_against(host) if own else {}
     # A pipeline whose measurements teach the host trees more than any correction of its own
-    # (continued boosting on them alone, cross-validated on the same folds) gives them to the trees.
+    # (continued boosting on them alone, cross-validated on the same folds) gives them to the trees,
+    # provided the host level then does boost (its rounds are chosen again on the new rest, and 0
+    # rounds would leave such a pipeline with neither its correction nor the boosting it won by).
     boost = {
         ph
         for ph, c in corrections.items()
@@ -519,10 +520,15 @@ def fine_tune(
         < min(c.cv_error.values())
     }
     if boost:
-        own = {ph: ix for ph, ix in own.items() if ph not in boost}
-        rest = [smp for smp in train if smp.pipeline_hash not in own]
-        host = host_level(rest)
-        corrections = corrections_against(host) if own else {}
+        own2 = {ph: ix for ph, ix in own.items() if ph not in boost}
+        rest2 = [smp for smp in train if smp.pipeline_hash not in own2]
+        r2 = rounds_for(rest2)
+        if r2 == 0:
+            boost = set()
+        else:
+            own, rest = own2, rest2
+            host = _host_trees(base, rest, env, offset, r2, seed, progress, should_cancel, **params)
+            corrections = corrections_against(host) if own else {}
     lo, hi = base.config.get("log_range", [float(y.min()) - 3, float(y.max()) + 3])
     cfg = {
         **host.config, "environment": env.to_list(), "finetuned_for": env.to_list(), "label": label,
@@ -540,16 +546,19 @@ HOST_CV_PIPELINES = 4  # pipelines from which host_rounds cross-validates by who
 HOST_CV_TIE = 0.005  # |log| error within which fewer rounds win
 
 
-def host_rounds(base: TVMModel, rest: Sequence[Sample], env: Environment, seed: int, **params: Any) -> int:
+def host_rounds(
+    base: TVMModel, rest: Sequence[Sample], env: Environment, seed: int, should_cancel: Callable[[], bool] | None = None, **params: Any
+) -> int:
     """The boosting rounds the host level continues with on `rest` (measurements of pipelines
     without a correction of their own: the host trees must carry over to other pipelines):
     of HOST_ROUNDS and default_rounds, the one with the lowest median |log error| over 4-fold
     cross-validation by whole pipelines (each fold's offset from its own training part; ties
     within HOST_CV_TIE: fewer). 0 keeps the shipped trees (only the constant moves). With
     fewer than HOST_CV_PIPELINES pipelines there is nothing to judge by: default_rounds.
+    `should_cancel` is polled between its fits (Cancelled).
     Why (calibrate-host, Sapphire Rapids host, 96 standard schedules of
     12 pipelines): the default 96 rounds lowered tau on 12 unseen pipelines 0.54 -> 0.49 at
-    the same error as 0 rounds, which this cross-validation picks (README, issue 13)."""
+    the same error as 0 rounds, which this cross-validation picks (session 9, commit 588032c)."""
     pipes = sorted({s.pipeline_hash for s in rest})
     if len(pipes) < HOST_CV_PIPELINES:
         return default_rounds(len(rest))
@@ -563,7 +572,7 @@ def host_rounds(base: TVMModel, rest: Sequence[Sample], env: Environment, seed: 
             te = [s for s in rest if s.pipeline_hash in out]
             y = np.log([s.time_ms for s in tr])
             off = float(np.median(y - np.log(base.predict_samples(tr)[0])))
-            host = _host_trees(base, tr if r else [], env, off, r or None, seed, None, None, **params)
+            host = _host_trees(base, tr, env, off, r, seed, None, should_cancel, **params)
             e += np.abs(np.log(host.predict_samples(te)[0]) - np.log([s.time_ms for s in te])).tolist()
         errs[r] = float(np.median(e))
     best = min(errs.values())
@@ -581,13 +590,13 @@ def _host_trees(
     should_cancel: Callable[[], bool] | None,
     **params: Any,
 ) -> TVMModel:
-    """`base` with its constant moved by `offset` and boosting continued on `train` (none
-    added with fewer than 2)."""
+    """`base` with its constant moved by `offset` and boosting continued on `train` for `rounds`
+    (None: default_rounds; none added with 0 rounds or fewer than 2 samples)."""
     import lightgbm as lgb  # noqa: PLC0415
 
     from .trees import TVMModel, pack_sum_objective, stage_rows  # noqa: PLC0415
 
-    if len(train) < 2:
+    if len(train) < 2 or rounds == 0:
         return TVMModel(
             base.booster, base.base + offset, {**base.config, "finetune": {"rounds": 0, "base_trees": base.booster.num_trees()}}
         )
@@ -825,8 +834,7 @@ def calibrate_host(
     host's labels, and before / after against this host's fresh measurements. `clock`:
     measure.CLOCKS ("thread_cpu" only with a 1-thread runner: the other threads' time is not
     counted)."""
-    if clock == "thread_cpu" and runner.threads != 1:
-        raise ValueError(f"the thread CPU clock times the calling thread only: use 1 Halide thread, not {runner.threads}")
+    check_clock(clock, runner.threads)
     from .export import shipped_db  # noqa: PLC0415
     from .noise import fixed_sample  # noqa: PLC0415
 

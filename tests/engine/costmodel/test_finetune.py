@@ -213,3 +213,21 @@ def test_host_rounds_are_chosen_by_whole_pipelines():
     assert FT.host_rounds(base, samples, HERE, 0) == 0
     three = [s for s in samples if s.pipeline_hash != samples[-1].pipeline_hash]
     assert FT.host_rounds(base, three, HERE, 0) == FT.default_rounds(len(three))
+
+
+def test_a_pipeline_keeps_its_correction_when_the_trees_would_not_boost(stored, monkeypatch):
+    """A pipeline gives its measurements to the host trees only to be learned by boosting: when
+    the rounds chosen again on the new host set are 0 (the shipped trees kept), every pipeline
+    keeps its own correction, instead of being left with neither."""
+    from engine.costmodel.dataset import load
+
+    train = load(stored, target=HERE.target, host=HERE.host, threads=2)
+    base, _ = FT.base_model()
+    monkeypatch.setattr(FT, "_boost_cv_error", lambda *a, **k: -1.0)  # boosting always wins on a pipeline's own data
+    monkeypatch.setattr(FT, "host_rounds", lambda *a, **k: 0)  # ... but would not carry over to other pipelines
+    kept = FT.fine_tune(base, train, HERE)
+    assert len(kept.corrections) == 2 and kept.config["finetune"]["pipelines_to_the_trees"] == 0
+    monkeypatch.setattr(FT, "host_rounds", lambda *a, **k: 10)  # boosting carries over: both go to the trees
+    moved = FT.fine_tune(base, train, HERE)
+    assert not moved.corrections and moved.config["finetune"]["pipelines_to_the_trees"] == 2
+    assert moved.booster.num_trees() == base.booster.num_trees() + 10
