@@ -49,7 +49,7 @@ from ..measure import MeasureRunner, check_clock, default_threads, host_fingerpr
 from ..schedule import Schedule
 from . import SHIPPED, CostModel
 from . import features as F
-from .dataset import DEFAULT_LABEL, JOB_OPTIONS, Sample, environments, label_of, label_sql, label_weights, load
+from .dataset import CLOCK_SQL, DEFAULT_LABEL, JOB_OPTIONS, Sample, environments, label_of, label_sql, label_weights, load
 from .evaluate import mean_kendall_tau
 from .files import finetuned_dir, model_environment, new_version, read_json, reset_finetuned, write_json
 
@@ -217,6 +217,7 @@ def model_error(
     pipeline_hash: str | None = None,
     cache: dict[tuple[str, str], float] | None = None,
     label: str | None = None,
+    clock: str = "wall",
 ) -> ErrorLine:
     """The error line of `model` (any cost model: what the app predicts with) on every stored
     verified measurement of `env`'s machine and threads (of one pipeline when given): each
@@ -224,13 +225,15 @@ def model_error(
     `cache` (pipeline hash, schedule hash) -> predicted ms, kept by a caller that asks again
     with the same model, is read and filled: only new measurements are predicted. `label`:
     which time of each measurement it is compared with (dataset.LABELS; by default the one
-    the model was fitted to, recorded in a fine-tuned model's config, else the median)."""
+    the model was fitted to, recorded in a fine-tuned model's config, else the median). Only
+    labels timed by `clock` count (the app measures by the wall clock; labels of two clocks
+    are never mixed)."""
     kind = label or getattr(model, "config", {}).get("label", "median")
     q = (
         f"SELECT m.pipeline_hash, m.schedule_hash, {label_sql(kind)} FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
-        "WHERE m.target=? AND m.host=? AND m.threads=?"
+        f"WHERE m.target=? AND m.host=? AND m.threads=? AND {CLOCK_SQL}=?"
     )
-    args: tuple[Any, ...] = (env.target, env.host, env.threads)
+    args: tuple[Any, ...] = (env.target, env.host, env.threads, clock)
     if pipeline_hash is not None:
         q, args = q + " AND m.pipeline_hash=?", (*args, pipeline_hash)
     known = {} if cache is None else cache

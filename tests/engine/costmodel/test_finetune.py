@@ -158,6 +158,7 @@ def test_model_error_is_the_predictions_against_the_stored_medians(stored):
     assert line.kendall_tau == pytest.approx(kendall_tau(np.array(pred), np.array(true)))
     assert line.text == f"model error on your 36 measurements: median ×{math.exp(np.median(err)):.2f}, τ {line.kendall_tau:.2f}"
     assert FT.error_of([], [], []).text == "model error on your measurements: none on this machine yet"
+    assert FT.model_error(base, stored, HERE, pipeline_hash=blur, clock="thread_cpu").n == 0  # every label here is wall-clock
 
 
 def test_host_trees_continue_boosting_without_pipeline_corrections(stored):
