@@ -409,11 +409,16 @@ def scaled_options(kernel_ms: float, *, runs: int = 30, min_s: float = 0.05, max
     return {"min_time_s": window / 3, "min_runs": 3, "warmup": warmup, "rounds": 3}
 
 
+def log_range(times: Sequence[float | None]) -> float:
+    """The |log| range of positive times (0 with fewer than two)."""
+    r = [x for x in times if x and x > 0]
+    return float(math.log(max(r) / min(r))) if len(r) >= 2 else 0.0
+
+
 def round_spread(m: Measurement) -> float:
     """How far a measurement's independent rounds disagree: the |log| range of their medians
     (0 with one round). A label's reliability: what careful labelling re-measures on."""
-    r = [x for x in m.round_medians_ms if x and x > 0]
-    return float(math.log(max(r) / min(r))) if len(r) >= 2 else 0.0
+    return log_range(m.round_medians_ms)
 
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread_cpu": time.thread_time}

@@ -40,7 +40,7 @@ from .. import api, zoo
 from ..database import Database
 from ..ir import Pipeline
 from ..loopnest import LoopNest, build
-from ..measure import Job, Measurement, MeasureRunner, Runner, check_clock, default_threads, round_spread, scaled_options
+from ..measure import Job, Measurement, MeasureRunner, Runner, check_clock, default_threads, log_range, round_spread, scaled_options
 from ..randpipe import random_pipeline
 from ..sampler import mutate, sample_schedule
 from ..schedule import Schedule, default_schedule
@@ -344,7 +344,10 @@ def relabel(
     want = set(pipelines or [])
     items = [r for r in rows if not want or r[0] in want or r[3] in want]
     if not items:
-        raise ValueError(f"{db_path}: no stored measurements of {', '.join(sorted(want)) or 'any pipeline'} on {runner.host}")
+        raise ValueError(
+            f"{db_path}: no stored measurements of {', '.join(sorted(want)) or 'any pipeline'} on {runner.host} "
+            f"({runner.target}) with {runner.threads} threads (--threads)"
+        )
     rng = random.Random(seed)
     medians: dict[tuple[str, str], list[float]] = {(r[0], r[1]): [] for r in items}
     mins: dict[tuple[str, str], list[float]] = {k: [] for k in medians}
@@ -374,7 +377,7 @@ def relabel(
     for k, old in stored.items():
         medians[k].insert(0, float(old.median_ms or 0.0))
         mins[k].insert(0, float(old.min_ms or old.median_ms or 0.0))
-    again = [r for r in items if len(medians[(r[0], r[1])]) >= 2 and _log_range(medians[(r[0], r[1])]) > remeasure_above]
+    again = [r for r in items if len(medians[(r[0], r[1])]) >= 2 and log_range(medians[(r[0], r[1])]) > remeasure_above]
     rng.shuffle(again)
     measure_all(again, 0, len(again))
     with Database(db_path) as db:
@@ -383,20 +386,15 @@ def relabel(
             best = min(ms)
             db.record(dataclasses.replace(
                 old, median_ms=best, min_ms=min(x for x in mins[k] if x > 0), round_medians_ms=ms,
-                iqr_ms=best * (math.exp(_log_range(ms)) - 1.0), created=time.time(),
+                iqr_ms=best * (math.exp(log_range(ms)) - 1.0), created=time.time(),
             ))  # fmt: skip
-    ranges = [_log_range(v) for v in medians.values() if len(v) >= 2]
+    ranges = [log_range(v) for v in medians.values() if len(v) >= 2]
     return {
         "db": str(db_path), "labels": len(items), "pipelines": len({r[0] for r in items}), "passes": passes,
         "remeasured": len(again), "failed": failed, "median_pass_log_range": float(np.median(ranges)) if ranges else None,
         "p90_pass_log_range": float(np.quantile(ranges, 0.9)) if ranges else None, "host": runner.host, "target": runner.target,
         "threads": runner.threads, "load_before": load0, "load_after": os.getloadavg()[0], "seconds": round(time.time() - t0, 1),
     }  # fmt: skip
-
-
-def _log_range(ms: Sequence[float]) -> float:
-    pos = [x for x in ms if x > 0]
-    return float(math.log(max(pos) / min(pos))) if len(pos) >= 2 else 0.0
 
 
 # --- loading -------------------------------------------------------------------------------
