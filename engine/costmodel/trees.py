@@ -245,20 +245,22 @@ class TVMModel(LearnedModel):
         in_batch: dict[int, list] = {}  # a parent earlier in this batch: its entries, keys not yet scored
         missed: dict[tuple, None] = {}
         misses: list[tuple[LoopNest, str, tuple]] = []
-        pending: list[list[int]] = []  # per nest, the positions that may still hold a key
-        pending_of: dict[int, list[int]] = {}
+        # Per nest, the positions that may still hold a key, without repeats (a chain's nests
+        # inherit their parent's: as lists they grew with the chain, quadratic in a batch).
+        pending: list[dict[int, None]] = []
+        pending_of: dict[int, dict[int, None]] = {}
         for nest in built:
             ctx = nest.context
             parent = ctx.parent() if ctx.parent is not None else None
             prev = None if parent is None else in_batch.get(id(parent), parent.derived.get(self._cache_name))
             own = ctx.derived.get(self._cache_name)  # this nest scored before (the app predicts a nest again)
             todo: Iterable[str] = names
-            pend: list[int] = []
+            pend: dict[int, None] = {}
             if isinstance(own, list):
                 entries, todo = list(own), ()
             elif isinstance(prev, list) and ctx.dirty is not None:
                 entries, todo = list(prev), ctx.dirty
-                pend = list(pending_of.get(id(parent), ()))  # keys a parent in this batch left
+                pend = dict.fromkeys(pending_of.get(id(parent), ()))  # keys a parent in this batch left
             else:
                 entries = [None] * len(names)
             pls = nest.placements
@@ -274,7 +276,7 @@ class TVMModel(LearnedModel):
                         missed[key] = None
                         misses.append((nest, name, key))
                     entries[k] = key
-                    pend.append(k)
+                    pend[k] = None
                 else:
                     entries[k] = v
             in_batch[id(ctx)] = entries
