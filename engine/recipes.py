@@ -619,8 +619,10 @@ def conv_block(
     `chans` None: 4 where they fit (AVX-512: 4 x 4 zmm at W=56), else what the
     accumulators allow (AVX2: 1 x 7 ymm at W=56; 4 x 7 spilled), at most MAX_BLOCK_CHANNELS;
     on AVX-512 (ROWS_MIN_LANES), a row of at most half a vector (7x7) whose height has a
-    divisor from 2 to 8 gets a block over rows (rows_of_plane: 3 channels x 7 rows), the
-    tile then chans x rows x the width. Where the rows round up to
+    divisor from 2 to 8 gets a block over rows (rows_of_plane: 3 channels x 7 rows), and
+    where FMAs run full width (not split_wide) so does a row of one vector (13x13, 14x14:
+    full_rows_block, the last block of rows shifted inwards), the tile then chans x rows x
+    the width. Where the rows round up to
     whole vectors, so does `out`'s tile (rounds_tile); where it can't (an output), the
     conv's rows don't round up either (_x_vectors).
     Returns the per-row loop of `out` (where the conv's producers can be computed)."""
@@ -650,7 +652,7 @@ def conv_block(
         ROWS_MIN_LANES <= vt.lanes
         and not inside
         and nvec == 1
-        and 2 * vw <= vt.lanes
+        and (2 * vw <= vt.lanes or not vt.split_wide)
         and chans_given is None
         and all(x_stride(p, cv) == 1 for cv in (conv, *also))
     ):
@@ -660,7 +662,7 @@ def conv_block(
         # slower than 8 x 1 (2.5x vs 2.0x ONNX Runtime, CPU time, Zen 4). A height with no
         # divisor from 2 to 8 (1x1 planes after a global pool, 13 rows) has no such block: the
         # channels stay conv_blocking's.
-        rows_cb, rows_rb = rows_of_plane(c, shape[-2], vt)
+        rows_cb, rows_rb = rows_of_plane(c, shape[-2], vt, full=2 * vw > vt.lanes)
         if rows_rb > 1:
             cb, rb = rows_cb, rows_rb
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
@@ -689,11 +691,12 @@ def conv_block(
         u = S(s, cv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
         u.reorder(f"{cx}_v", f"{cx}_u", *((cy,) if rb > 1 else ()), cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u")
         if rb > 1:
-            u.unroll(cy)
+            u.unroll(cy, rb)
         # The channel loop has cb iterations at the tile; validation bounds an unroll by the
         # stage's declared extent, so more channels than an unroll may have (1024 in ResNet-50's
-        # stage 3) are unrolled as a split by cb (an outer loop of one iteration).
-        if c > MAX_UNROLL:
+        # stage 3), or than its product with the rows does, are unrolled as a split by cb (an
+        # outer loop of one iteration).
+        if c > MAX_UNROLL or rb > 1:
             u.unroll(cc, cb)
         else:
             u.unroll(cc)
@@ -720,7 +723,7 @@ def x_stride(p: Pipeline, conv: str) -> int:
 ROWS_MIN_LANES = 16
 
 
-def rows_of_plane(c: int, h: int, target: str | VectorTarget | None = None) -> tuple[int, int]:
+def rows_of_plane(c: int, h: int, target: str | VectorTarget | None = None, full: bool = False) -> tuple[int, int]:
     """(channels, rows) of conv_block's register block where a row is one vector of at most
     half the target's lanes (AVX-512 at 7x7: 8-lane vectors): rows = the largest divisor of
     h up to 8 (the whole 7x7 plane), channels as many as fit MAX_ACCUMULATORS and the
@@ -738,8 +741,32 @@ def rows_of_plane(c: int, h: int, target: str | VectorTarget | None = None) -> t
     21, and 2 x 7 (14, within 16) was the 15-25% slower one; 21 + 7 row vectors + a
     broadcast fit the 32 registers."""
     vt = vector_target(target)
+    if full:
+        return full_rows_block(c, h, vt)
     rb = max(d for d in range(1, min(h, 8) + 1) if h % d == 0)
     return max(1, min(c, MAX_BLOCK_CHANNELS, MAX_ACCUMULATORS // rb, (vt.registers - rb - 2) // rb)), rb
+
+
+def full_rows_block(c: int, h: int, target: str | VectorTarget | None = None) -> tuple[int, int]:
+    """(channels, rows) of conv_block's block over rows where a row is one vector of more than
+    half the lanes (AVX-512 at 13x13 and 14x14) on a core with full-width FMAs (not split_wide):
+    a channels x 1 block (8 x 1) loads 9 operands for 8 FMAs, and at two 512-bit FMAs a cycle
+    the loads bound it; ch x rows loads ch + rows for ch x rows FMAs. Chosen for FMAs per load
+    times the share of rows computed once (the last block of rows shifts inwards where rows
+    don't divide h), within MAX_ACCUMULATORS and the registers with a vector per row and a
+    broadcast. Rows 1: no such block. Zen 5 (full-width AVX-512), 1 thread, CPU time against
+    ONNX Runtime, best of 3 (scripts/conv_ab.py, old = 8 x 1): SqueezeNet's 1x1 512->1000 at
+    13x13 1.91x -> 1.58x (6 x 4), 3x3 48->192 at 13x13 2.03x -> 1.60x, MobileNetV2's 1x1
+    96->576 at 14x14 1.56x -> 1.41x, 64->384 1.58x -> 1.42x."""
+    vt = vector_target(target)
+    best: tuple[float, int, int] = (0.0, 1, 1)
+    for rb in range(2, min(h, 8) + 1):
+        for ch in range(1, min(c, MAX_BLOCK_CHANNELS) + 1):
+            if ch * rb > MAX_ACCUMULATORS or ch * rb + rb + 2 > vt.registers:
+                break
+            score = ch * rb / (ch + rb) * h / (ceil_div(h, rb) * rb) * c / (ceil_div(c, ch) * ch)
+            best = max(best, (score, ch, rb))
+    return (best[1], best[2]) if best[0] > MAX_BLOCK_CHANNELS / (MAX_BLOCK_CHANNELS + 1) else (MAX_BLOCK_CHANNELS, 1)
 
 
 def pad_lanes(target: str | VectorTarget | None = None) -> int:

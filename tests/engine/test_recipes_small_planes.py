@@ -16,6 +16,7 @@ from engine.recipes import (
     X86_L1_BYTES,
     VectorTarget,
     conv_blocking,
+    full_rows_block,
     overread_walk,
     rounds_tile,
     rows_of_plane,
@@ -171,8 +172,9 @@ def test_small_plane_blocks_keep_their_channel_and_accumulator_bounds(h, w, targ
     assert 1 <= ch <= MAX_BLOCK_CHANNELS
     if rows == 1:  # no block over rows: conv_blocking's bound
         assert ch * xu <= vt.accumulators
-    else:  # a block over rows (AVX-512 only), bounded as rows_of_plane says
-        assert vt.lanes >= 16 and h % rows == 0 and ch * rows * xu <= MAX_ACCUMULATORS
+    else:  # a block over rows (AVX-512 only), bounded as rows_of_plane / full_rows_block say
+        assert vt.lanes >= 16 and ch * rows * xu <= MAX_ACCUMULATORS and ch * rows + rows + 2 <= vt.registers
+        assert h % rows == 0 or (2 * w > vt.lanes and not vt.split_wide)  # shifted rows: full-width rows only
     if target == AVX2:
         assert rows == 1  # the rows block is AVX-512's alone (measured there)
     validate(p, s)
@@ -240,3 +242,39 @@ def test_zen4_half_width_rows_only_where_the_input_row_fits_half_the_l1():
     big = VectorTarget(vt.target, vt.lanes, vt.registers, vt.split_wide, 64 * 1024)
     assert _split(plan(p, big).schedule, "c", "x_v").factor == 8
     validate(p, s)
+
+
+@pytest.mark.parametrize("h", [13, 14])
+def test_one_vector_rows_are_blocked_over_rows_where_fmas_run_full_width(h):
+    # 13x13 / 14x14 on AVX-512: a row is one 16-lane vector. Full-width FMAs (Skylake-X, Zen 5):
+    # channels x rows (FMAs per load above 8 x 1's); Zen 4 (split_wide) and AVX2 keep 8 x 1 rows
+    # (2 x 7 measured slower on Zen 4).
+    p = _plane(h, h, c=64)
+    ch, rows, xu = _block_of(plan(p, AVX512).schedule, "last", "out")
+    assert rows > 1 and xu == 1 and ch * rows / (ch + rows) > MAX_BLOCK_CHANNELS / (MAX_BLOCK_CHANNELS + 1)
+    assert (ch, rows) == full_rows_block(64, h, AVX512)
+    for target in (ZEN4, AVX2):
+        assert _block_of(plan(p, target).schedule, "last", "out")[1] == 1
+    for target in (AVX512, ZEN4, AVX2):
+        validate(p, plan(p, target).schedule)
+
+
+def test_full_rows_block_bounds():
+    vt = vector_target(AVX512)
+    for c in (1, 3, 16, 64, 1000):
+        for h in range(1, 17):
+            ch, rb = full_rows_block(c, h, AVX512)
+            assert 1 <= ch <= min(c, MAX_BLOCK_CHANNELS) or (rb == 1 and ch == MAX_BLOCK_CHANNELS)
+            assert 1 <= rb <= max(1, min(h, 8)) and ch * rb <= MAX_ACCUMULATORS and ch * rb + rb + 2 <= vt.registers
+
+
+@pytest.mark.parametrize(("h", "c"), [(13, 48), (14, 24)])
+def test_full_width_rows_blocks_verify(h, c, runner):
+    # Rows that don't divide the height (13: the last block shifted inwards), and c not a
+    # multiple of the channels, on the host's target (full-width AVX-512 on Zen 5), and the
+    # same schedule made for a full-width AVX-512 target where the host has one.
+    p = _plane(h, h, c=c)
+    for sched in (plan(p).schedule, plan(p, AVX512).schedule if vector_target().lanes == 16 else None):
+        if sched is not None:
+            m = api.measure(p, sched, runner, None, **VERIFY_ONLY)
+            assert m.ok and m.verified, m.error
