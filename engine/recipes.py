@@ -647,7 +647,7 @@ def conv_block(
         xv = min(nvec, max(1, vt.block_limit // chans))
     cb = min(chans, c)
     nvec = min(nvec, xvecs or xv)
-    rb = 1
+    rb, full = 1, False
     if (
         ROWS_MIN_LANES <= vt.lanes
         and not inside
@@ -662,7 +662,8 @@ def conv_block(
         # slower than 8 x 1 (2.5x vs 2.0x ONNX Runtime, CPU time, Zen 4). A height with no
         # divisor from 2 to 8 (1x1 planes after a global pool, 13 rows) has no such block: the
         # channels stay conv_blocking's.
-        rows_cb, rows_rb = rows_of_plane(c, shape[-2], vt, full=2 * vw > vt.lanes)
+        full = 2 * vw > vt.lanes
+        rows_cb, rows_rb = rows_of_plane(c, shape[-2], vt, full=full)
         if rows_rb > 1:
             cb, rb = rows_cb, rows_rb
     xb = w if nvec * vw >= w else nvec * vw  # the x extent one register block covers
@@ -691,12 +692,12 @@ def conv_block(
         u = S(s, cv).update().split(cx, cx, f"{cx}_v", vw).split(cx, cx, f"{cx}_u", nvec)
         u.reorder(f"{cx}_v", f"{cx}_u", *((cy,) if rb > 1 else ()), cc, *reversed(rvars), cx).vectorize(f"{cx}_v").unroll(f"{cx}_u")
         if rb > 1:
-            u.unroll(cy, rb)
+            u.unroll(cy, rb) if full else u.unroll(cy)
         # The channel loop has cb iterations at the tile; validation bounds an unroll by the
         # stage's declared extent, so more channels than an unroll may have (1024 in ResNet-50's
-        # stage 3), or than its product with the rows does, are unrolled as a split by cb (an
-        # outer loop of one iteration).
-        if c > MAX_UNROLL or rb > 1:
+        # stage 3), or than its product with the rows of a full-width block does (14 x 384 x
+        # 14 lanes), are unrolled as a split by cb (an outer loop of one iteration).
+        if c > MAX_UNROLL or full:
             u.unroll(cc, cb)
         else:
             u.unroll(cc)
