@@ -31,6 +31,11 @@ from ..schedule import Schedule
 MeasureFn = Callable[..., Measurement]  # (pipeline, schedule[, timeout_s=...]) -> Measurement
 MAX_TIMEOUT_S = 30.0
 CONFIRM_WITHIN = 1.5  # confirm() re-measures candidates within this factor of the best
+# ...and the search's start (its first trial: the heuristic's or V's seed) within this factor:
+# a result is meant never to end worse than its measured start, and one short measurement of
+# the start on a loaded machine can be 2x off (softmax, full, Zen 5 at load 3: V's seed 1.95
+# ms once, 1.05-1.45 for its near-equals), which would drop it from the confirmation.
+CONFIRM_START_WITHIN = 3.0
 PREDICT_CHUNK = 64  # schedules per predict_many call: cancel is checked between chunks
 
 
@@ -262,10 +267,12 @@ class SearchContext:
         return out
 
     def confirm(self, k: int = 3, repeats: int = 2) -> None:
-        """Measure the `k` fastest verified candidates `repeats` more times and rank them by
-        the median: a search's best is otherwise the minimum of single short measurements,
-        which on a noisy machine picks lucky runs. Not counted against the trial budget (the
-        compiled code is cached by the worker, so this is timing only)."""
+        """Measure the `k` fastest verified candidates (those within CONFIRM_WITHIN of the
+        best, and the first trial, the search's start, within CONFIRM_START_WITHIN) `repeats`
+        more times and rank them by the median: a search's best is otherwise the minimum of
+        single short measurements, which on a noisy machine picks lucky runs. Not counted
+        against the trial budget (the compiled code is cached by the worker, so this is
+        timing only)."""
         if not self._force_kw:
             return
         timed = [(t.measured_ms, t) for t in self.trials if t.verified and t.measured_ms is not None]
@@ -273,6 +280,10 @@ class SearchContext:
         # Noise reorders close candidates, not ones several times slower: on a big model those
         # re-measurements would cost minutes past the budget and cannot change the winner.
         top = [(ms, t) for ms, t in top if ms <= CONFIRM_WITHIN * top[0][0]]
+        start = self.trials[0] if self.trials else None
+        if top and start is not None and start.verified and start.measured_ms is not None and all(t is not start for _, t in top):
+            if start.measured_ms <= CONFIRM_START_WITHIN * top[0][0]:
+                top.append((start.measured_ms, start))
         timeout = {"timeout_s": 10.0 + 0.05 * top[0][0]} if top and self._timeout_kw else {}
         confirmed: list[tuple[float, Trial]] = []
         for first, t in top:

@@ -14,7 +14,7 @@ from engine.measure import Runner
 from engine.sampler import location_of, locations
 from engine.schedule import Schedule, validate
 from engine.search import Budget, run_search
-from engine.search.base import CONFIRM_WITHIN
+from engine.search.base import CONFIRM_START_WITHIN, CONFIRM_WITHIN
 from engine.search.greedy import zero_measure_search
 from engine.search.space import complete, options_at, order, seed_schedule, with_decision
 
@@ -59,8 +59,12 @@ def test_confirmation_ranks_the_top_candidates_by_their_median(runner):
     res = run_search(p, "random", Budget(trials=5, wall_s=60), seed=2, model=AnalyticModel(), runner=runner)
     confirmed = [t for t in res.trials if t.confirmed_ms is not None]
     fastest = sorted((t for t in res.trials if t.verified), key=lambda t: t.measured_ms)[:3]
-    # Only candidates noise could reorder (within CONFIRM_WITHIN of the best) are re-measured.
+    # Only candidates noise could reorder (within CONFIRM_WITHIN of the best) are re-measured,
+    # and the start (the heuristic seed, trial 0) within CONFIRM_START_WITHIN.
     close = [t for t in fastest if t.measured_ms <= CONFIRM_WITHIN * fastest[0].measured_ms]
+    start = res.trials[0]
+    if start.verified and start.measured_ms <= CONFIRM_START_WITHIN * fastest[0].measured_ms:
+        close.append(start)
     assert confirmed and {t.index for t in confirmed} == {t.index for t in close}
     assert res.best_ms == min(t.confirmed_ms for t in confirmed)
     assert res.best.content_hash() == min(confirmed, key=lambda t: t.confirmed_ms).schedule.content_hash()
@@ -120,3 +124,22 @@ def test_greedy_v_never_ends_worse_than_its_measured_value_seed_and_is_determini
         ranked = {s.content_hash(): i for i, (_, s) in enumerate(final)}
         ups = [ranked.get(t.schedule.content_hash()) for t in a.trials[1 : 1 + V_RUNNERS_UP]]
         assert None not in ups and ups == sorted(ups) and ups[0] >= 1
+
+
+def test_confirmation_re_measures_the_start_so_one_unlucky_measurement_does_not_drop_it():
+    # The seed (trial 0) measured 2x slow once, fast when re-measured; every other candidate
+    # 1 ms. Outside CONFIRM_WITHIN but inside CONFIRM_START_WITHIN, it is confirmed and wins.
+    from engine.measure import Measurement
+
+    p = zoo.get("blur", "small")
+    seed_hash = seed_schedule(p).content_hash()
+
+    def fn(p_, s, force=False, timeout_s=None):
+        h = s.content_hash()
+        ms = (0.5 if force else 2.0) if h == seed_hash else 1.0
+        return Measurement(p_.name, p_.content_hash(), h, True, True, median_ms=ms)
+
+    assert CONFIRM_WITHIN < 2.0 <= CONFIRM_START_WITHIN
+    res = run_search(p, "random", Budget(trials=4, wall_s=60), seed=0, model=AnalyticModel(), measure_fn=fn)
+    assert res.trials[0].schedule.content_hash() == seed_hash and res.trials[0].confirmed_ms == 0.5
+    assert res.best.content_hash() == seed_hash and res.best_ms == 0.5
