@@ -25,6 +25,7 @@ same trees and traversal, so the same doubles (tested).
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import threading
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,14 @@ THREADED_ROWS = 20_000  # rows from which LightGBM may use its threads
 FAST_ROWS = 32  # rows below which each is scored by the single-row fast path
 SCORE_CACHE = 20_000  # rows per pipeline and model (~0.5 KB each), as many as features.ROW_CACHE
 _SERIAL = itertools.count()  # names each model's caches: two models never share scores
+
+
+@functools.lru_cache(maxsize=64)
+def _nest_index(nests: int, stages: int) -> np.ndarray:
+    """Each element's nest in a [nests, stages] array, flattened (read-only: shared)."""
+    out = np.repeat(np.arange(nests), stages)
+    out.flags.writeable = False
+    return out
 
 
 class _Scores:
@@ -293,16 +302,17 @@ class TVMModel(LearnedModel):
                 if type(v) is tuple:
                     entries[k] = scores[v]
             nest.context.derived[self._cache_name] = entries
-        raw = np.array(per_nest, dtype=np.float64).ravel()  # None (inlined, not costed) becomes NaN: scores are finite
+        raw = np.array(per_nest, dtype=np.float64)  # [nests, stages]; None (inlined, not costed) becomes NaN: scores are finite
         mask = ~np.isnan(raw)
-        n = len(names)
-        graph = np.repeat(np.arange(len(built)), n)
-        ms = np.zeros(len(raw))
-        ms[mask] = np.exp(self.base + raw[mask])
-        totals = np.bincount(graph[mask], ms[mask], minlength=len(built))
-        stages = np.split(ms, np.arange(n, n * len(built), n))  # views of ms: clipped in place
-        clipped = clip_predictions(totals, stages, self.config).tolist()
-        return predictions(self.name, p, clipped, ms.reshape(len(built), n).tolist())  # one tolist: Python floats, not numpy scalars
+        ms = np.zeros(raw.shape)
+        ms[mask] = np.exp(self.base + raw[mask])  # the same elements in the same order as `predict_samples`' exp
+        # Per nest, its stages summed in stage order as `predict_samples`' bincount sums them: the
+        # zeros of the stages not costed add nothing (x + 0.0 is x), so no index array is built.
+        # The rows of `ms` are views: clipped in place. (A search predicts a few schedules a call:
+        # these arrays are its fixed cost per call.)
+        totals = np.bincount(_nest_index(*ms.shape), ms.ravel(), minlength=len(built))
+        clipped = clip_predictions(totals, list(ms), self.config).tolist()
+        return predictions(self.name, p, clipped, ms.tolist())  # one tolist: Python floats, not numpy scalars
 
     def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         if not samples:

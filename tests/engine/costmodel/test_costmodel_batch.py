@@ -205,3 +205,23 @@ def test_tree_scores_kept_from_the_parent_nest_equal_the_sample_path(models):
         F.clear_caches(p)  # built by the model: the same
         got = m.predict_many(p, chain[:9]) + [m.predict(p, s) for s in chain[9:]]
         assert [g.total_ms for g in got] == want_totals
+
+
+def test_tree_batches_of_one_size_on_pipelines_of_other_stage_counts(models):
+    """The tree model's per-batch index of each stage's nest is shared by every batch of the
+    same (schedules, stages) shape: batches of the same size on pipelines of different stage
+    counts, and of other sizes on one pipeline, each equal `predict_samples` bit for bit."""
+    from engine.costmodel.dataset import samples_to_predict
+
+    m = models["tvm"]
+    pipes = [zoo.get("blur", "small"), zoo.get("harris", "small"), random_pipeline(23, 9, "small")]
+    assert len({len(p.stages) for p in pipes}) == 3
+    for size in (3, 1, 3, 5):
+        for p in pipes:
+            scheds = _schedules(p, seed=size)[:size]
+            F.clear_caches(p)
+            totals, stages = m.predict_samples(samples_to_predict(p, [loopnest.build(p, s) for s in scheds]), p)
+            F.clear_caches(p)
+            got = m.predict_many(p, scheds)
+            assert [g.total_ms for g in got] == totals.tolist()
+            assert [list(g.stages.values()) for g in got] == [st.tolist() for st in stages]
