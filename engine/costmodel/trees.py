@@ -30,7 +30,7 @@ import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightgbm as lgb
 import numpy as np
@@ -307,12 +307,12 @@ class TVMModel(LearnedModel):
         ms = np.zeros(raw.shape)
         ms[mask] = np.exp(self.base + raw[mask])  # the same elements in the same order as `predict_samples`' exp
         # Per nest, its stages summed in stage order as `predict_samples`' bincount sums them: the
-        # zeros of the stages not costed add nothing (x + 0.0 is x), so no index array is built.
+        # zeros of the stages not costed add nothing (x + 0.0 is x): one index of every element, cached per shape.
         # The rows of `ms` are views: clipped in place. (A search predicts a few schedules a call:
         # these arrays are its fixed cost per call.)
         totals = np.bincount(_nest_index(*ms.shape), ms.ravel(), minlength=len(built))
         clipped = clip_predictions(totals, list(ms), self.config).tolist()
-        return predictions(self.name, p, clipped, ms.tolist())  # one tolist: Python floats, not numpy scalars
+        return predictions(self.name, p, clipped, cast(list[list[float]], ms.tolist()))  # one tolist: Python floats, not numpy scalars
 
     def predict_samples(self, samples: Sequence[Sample], pipeline: Pipeline | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         if not samples:
