@@ -102,6 +102,7 @@ class _FastRows:
                 ctypes.byref(self.handle),
             )
         )
+        self._free = _LIB.LGBM_FastConfigFree  # bound now: module globals may be gone when __del__ runs at exit
         self._out = np.empty(1, dtype=np.float64)
         self._out_ptr = self._out.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
         self._n = ctypes.c_int64(0)
@@ -112,7 +113,9 @@ class _FastRows:
 
     def scores(self, x: np.ndarray) -> list[float]:
         """The raw score of each row of `x` (C-contiguous float64, `n_features` columns)."""
-        assert x.dtype == np.float64 and x.flags.c_contiguous and x.shape[1] == self.n_features
+        if x.ndim != 2 or x.dtype != np.float64 or not x.flags.c_contiguous or x.shape[1] != self.n_features:
+            # The C call reads n_features doubles a row: anything else would read past the row.
+            raise ValueError(f"rows of {x.shape} {x.dtype} for a booster of {self.n_features} features (C-contiguous float64 needed)")
         call, handle, out = _LIB.LGBM_BoosterPredictForMatSingleRowFast, self.handle, self._out
         n, out_ptr = ctypes.byref(self._n), self._out_ptr
         base, stride, res = x.ctypes.data, x.strides[0], []
@@ -123,8 +126,8 @@ class _FastRows:
         return res
 
     def __del__(self) -> None:
-        if getattr(self, "handle", None) is not None and self.handle.value:
-            _LIB.LGBM_FastConfigFree(self.handle)
+        if getattr(self, "handle", None) is not None and self.handle.value and getattr(self, "_free", None) is not None:
+            self._free(self.handle)
 
 
 def _rows(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -351,4 +354,6 @@ class TVMModel(LearnedModel):
             booster = lgb.Booster(model_str=text)
         except lgb.basic.LightGBMError as exc:
             raise ModelFileError(f"{d / stem}.txt: LightGBM cannot read it ({exc})") from None
+        if booster.num_feature() != len(F.FEATURES):
+            raise ModelFileError(f"{d / stem}.txt: trees over {booster.num_feature()} features, this version's rows have {len(F.FEATURES)}")
         return TVMModel(booster, base, cfg)

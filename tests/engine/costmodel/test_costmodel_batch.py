@@ -155,6 +155,23 @@ def test_tree_fast_row_path_equals_booster_predict_bit_for_bit(models):
     assert not np.array_equal(other.raw_scores(x[:few_rows]), want[:few_rows])
 
 
+def test_trees_over_another_feature_count_are_refused_clearly(models, tmp_path):
+    """A model file whose trees read another number of features than this version's rows is one
+    ModelFileError on load (not a LightGBM error at 32 rows or more and a bare assert below);
+    rows of the wrong width never reach the C call."""
+    from engine.costmodel.files import ModelFileError
+    from engine.costmodel.trees import TVMModel
+
+    m = models["tvm"]
+    rng = np.random.default_rng(1)
+    narrow = lgb.train({"objective": "regression", "verbose": -1, "num_leaves": 4}, lgb.Dataset(rng.random((64, 3)), rng.random(64)), 3)
+    TVMModel(narrow, m.base, m.config).save(tmp_path, "tvm")
+    with pytest.raises(ModelFileError, match="3 features"):
+        TVMModel.load(tmp_path, "tvm")
+    with pytest.raises(ValueError, match="features"):
+        m.raw_scores(np.zeros((2, 3)))
+
+
 def test_tree_scores_by_row_key_equal_the_sample_path(models):
     """The tree model's `predict_many` scores rows cached by their feature key and builds
     only the missed rows; it equals `predict_samples` on the full featurized samples (the
