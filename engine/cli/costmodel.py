@@ -289,6 +289,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from ..costmodel import SHIPPED  # noqa: PLC0415
+    from ..costmodel.dataset import label_clocks  # noqa: PLC0415
     from ..costmodel.evaluate import add_ceiling, choose, evaluate, noise_ceiling  # noqa: PLC0415
     from ..costmodel.export import SHIPPED_DATASET  # noqa: PLC0415
     from ..costmodel.files import read_json  # noqa: PLC0415
@@ -300,9 +301,10 @@ def _eval(args: argparse.Namespace) -> int:
     res: dict[str, Any] = evaluate(_db(args), d, with_analytic=not args.no_analytic)  # the report: "chosen" is a str
     if args.choose:
         res["chosen"] = choose(res, d)
-    target, host, _ = read_json(Path(d, "split.json"))["environment"]
+    target, host, threads = read_json(Path(d, "split.json"))["environment"]
     noise = report_path()  # the labels' noise ceiling, when `costmodel noise` has measured one
-    add_ceiling(res, noise_ceiling(read_json(noise), target, host) if noise.exists() else None)
+    protocol = "cpu" if label_clocks(_db(args), target, host, threads) == {"thread_cpu"} else "baseline"  # how the labels were timed
+    add_ceiling(res, noise_ceiling(read_json(noise), target, host, protocol) if noise.exists() else None)
     cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")
     lines = ["held-out pipelines (seen pipelines' held-out schedules in brackets)", f"{'model':<10}" + "".join(f"{c:>22}" for c in cols)]
     for name, m in res.items():
@@ -311,7 +313,8 @@ def _eval(args: argparse.Namespace) -> int:
             continue
         if name == "noise_ceiling":
             where = "this data's machine" if m["same_environment"] else f"{m['host']} ({m['target']}), not the data's machine"
-            lines.append(f"noise ceiling (two runs of the same schedules): tau {_fmt(m['kendall_tau'])}, measured on {where}")
+            tau = _fmt(m["kendall_tau"])
+            lines.append(f"noise ceiling (two runs of the same schedules, {m['protocol']}): tau {tau}, measured on {where}")
             continue
         if "seeds" in m:  # mean ± std over the seeds
             sd = m["seeds"]

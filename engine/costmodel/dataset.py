@@ -407,6 +407,16 @@ def environments(db: Database) -> list[tuple[str, str, int, int]]:
 CLOCK_SQL = "COALESCE(json_extract(m.json, '$.clock'), 'wall')"  # a `measurements m` row's clock (older records: wall)
 
 
+def label_clocks(db_path: str | Path, target: str, host: str, threads: int) -> set[str]:
+    """The clocks (measure.CLOCKS) the labels of one environment were timed by."""
+    with Database(db_path) as db:
+        q = (
+            f"SELECT DISTINCT {CLOCK_SQL} FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
+            "WHERE m.target=? AND m.host=? AND m.threads=?"
+        )
+        return {r[0] for r in db.conn.execute(q, (target, host, threads))}
+
+
 def load(
     db_path: str | Path,
     *,

@@ -194,20 +194,20 @@ def evaluate(db_path: str | Path, model_dir: str | Path, with_analytic: bool = T
     return res
 
 
-def noise_ceiling(reports: Mapping[str, Any], target: str, host: str) -> dict[str, Any] | None:
+def noise_ceiling(reports: Mapping[str, Any], target: str, host: str, protocol: str = "baseline") -> dict[str, Any] | None:
     """The labels' noise ceiling to report beside the models, from `reports` (what `costmodel
-    noise` keeps, by protocol: engine/costmodel/noise.py): the 'baseline' protocol's (how the
-    dataset's labels were taken), with where it was measured and whether that is the data's
-    environment (`same_environment`: a ceiling of another machine is a reference, not a bound).
-    None when there is none."""
-    rep = reports.get("baseline")
+    noise` keeps, by protocol: engine/costmodel/noise.py): `protocol`'s, the one the dataset's
+    labels were taken by ('baseline' for wall-clock labels, 'cpu' for thread-CPU ones), with
+    where it was measured and whether that is the data's environment (`same_environment`: a
+    ceiling of another machine is a reference, not a bound). None when there is none."""
+    rep = reports.get(protocol)
     overall = rep.get("overall") if isinstance(rep, dict) else None
     tau = overall.get("kendall_tau") if isinstance(overall, dict) else None
     if not isinstance(rep, dict) or not isinstance(overall, dict) or not isinstance(tau, (int, float)):
         return None
     return {
         "kendall_tau": float(tau), "median_abs_log_ratio": overall.get("median_abs_log_ratio"),
-        "n_samples": overall.get("n_samples"), "protocol": "baseline", "host": rep.get("host"), "target": rep.get("target"),
+        "n_samples": overall.get("n_samples"), "protocol": protocol, "host": rep.get("host"), "target": rep.get("target"),
         "same_environment": rep.get("host") == host and rep.get("target") == target,
     }  # fmt: skip
 

@@ -173,6 +173,9 @@ def test_the_noise_ceiling_is_reported_beside_every_model_tau():
     assert c is not None and c["kendall_tau"] == 0.8 and c["same_environment"]
     assert noise_ceiling(rep, "t", "other")["same_environment"] is False  # another machine's: a reference only
     assert noise_ceiling({"careful": rep["baseline"]}, "t", "h") is None  # the dataset's labels were taken the baseline way
+    cpu = {**rep, "cpu": {**rep["baseline"], "overall": {**rep["baseline"]["overall"], "kendall_tau": 0.9}}}
+    assert noise_ceiling(cpu, "t", "h", "cpu")["kendall_tau"] == 0.9  # thread-CPU labels: the cpu protocol's ceiling
+    assert noise_ceiling(cpu, "t", "h")["protocol"] == "baseline"
     res = {"gnn": {"kendall_tau": 0.6, "seeds": {"kendall_tau": {"mean": 0.4}}}, "tvm": {"kendall_tau": None}}
     add_ceiling(res, c)
     assert res["gnn"]["tau_of_ceiling"] == pytest.approx(0.75) and res["gnn"]["seeds"]["tau_of_ceiling"] == pytest.approx(0.5)

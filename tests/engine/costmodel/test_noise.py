@@ -312,4 +312,7 @@ def test_labels_of_two_clocks_are_never_mixed_silently(tmp_path, items):
         db.put_schedule("f" * 16, it.schedule.to_json())
     with pytest.raises(ValueError, match="thread_cpu and wall clocks"):
         load(path)
+    from engine.costmodel.dataset import label_clocks
+
+    assert label_clocks(path, FakeRunner.target, FakeRunner.host, 1) == {"thread_cpu", "wall"}
     assert len(load(path, clock="thread_cpu")) == len(items)
