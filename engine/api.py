@@ -114,14 +114,17 @@ def load_schedule(p: Pipeline, spec: str | None) -> Schedule:
 
 
 def stored_measurement(
-    p: Pipeline, db: Database, schedule_key: str, threads: int, runner: MeasureRunner | None = None
+    p: Pipeline, db: Database, schedule_key: str, threads: int, runner: MeasureRunner | None = None, clock: str = "wall"
 ) -> Measurement | None:
     """The measurement `db` holds for pipeline `p` and `schedule_key` (a schedule's content
     hash, or measure.autoscheduler_key(name)) on this target and host (or those `runner`
-    measures on: a cluster's node kind) with `threads` threads (marked `cached`), or None.
-    The cache lookup `measure` does, without measuring."""
+    measures on: a cluster's node kind) with `threads` threads, timed by `clock` (marked
+    `cached`), or None. The cache lookup `measure` does, without measuring. The database keeps
+    one label per schedule and machine, the latest, with the clock it was timed by: a label of
+    another clock is not returned (the app's times are wall-clock times)."""
     target, host = (runner.target, runner.host) if runner is not None else (target_string(), host_fingerprint())
-    return db.lookup(p.content_hash(), schedule_key, target, host, threads)
+    hit = db.lookup(p.content_hash(), schedule_key, target, host, threads)
+    return hit if hit is not None and hit.clock == clock else None
 
 
 def forget_measurements(p: Pipeline, db: Database) -> tuple[int, int]:
@@ -150,8 +153,8 @@ def measure(
     job = Job(p.to_json(), None if autoscheduler else (sched or default_schedule(p)).to_json(), autoscheduler, **job_options)
     key = job.schedule_key()
     if db is not None and not force:
-        hit = stored_measurement(p, db, key, runner.threads, runner)
-        if hit is not None and hit.clock == job.clock:  # a label of another clock is not this one's
+        hit = stored_measurement(p, db, key, runner.threads, runner, job.clock)
+        if hit is not None:
             return hit
     m = runner.run(job, should_cancel)
     if db is not None:

@@ -346,7 +346,7 @@ def relabel(
     if not items:
         raise ValueError(
             f"{db_path}: no stored measurements of {', '.join(sorted(want)) or 'any pipeline'} on {runner.host} "
-            f"({runner.target}) with {runner.threads} threads (--threads)"
+            f"({runner.target}) with {runner.threads} Halide thread{'' if runner.threads == 1 else 's'} (--threads)"
         )
     rng = random.Random(seed)
     medians: dict[tuple[str, str], list[float]] = {(r[0], r[1]): [] for r in items}
@@ -407,14 +407,21 @@ def environments(db: Database) -> list[tuple[str, str, int, int]]:
 CLOCK_SQL = "COALESCE(json_extract(m.json, '$.clock'), 'wall')"  # a `measurements m` row's clock (older records: wall)
 
 
-def label_clocks(db_path: str | Path, target: str, host: str, threads: int) -> set[str]:
-    """The clocks (measure.CLOCKS) the labels of one environment were timed by."""
+def _labels_sql(dataset_only: bool) -> str:
+    """FROM / WHERE of the labels `load` reads of one environment (target, host, threads as
+    parameters): timings with a schedule (not an autoscheduler's), of the dataset's pipelines
+    only with `dataset_only`."""
+    sql = (
+        "FROM measurements m JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
+        "WHERE m.target=? AND m.host=? AND m.threads=?"
+    )
+    return sql + " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)" if dataset_only else sql
+
+
+def label_clocks(db_path: str | Path, target: str, host: str, threads: int, dataset_only: bool = False) -> set[str]:
+    """The clocks (measure.CLOCKS) of exactly the labels `load` reads of one environment."""
     with Database(db_path) as db:
-        q = (
-            f"SELECT DISTINCT {CLOCK_SQL} FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
-            "WHERE m.target=? AND m.host=? AND m.threads=?"
-        )
-        return {r[0] for r in db.conn.execute(q, (target, host, threads))}
+        return {r[0] for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} {_labels_sql(dataset_only)}", (target, host, threads))}
 
 
 def load(
@@ -441,12 +448,7 @@ def load(
         target, host, threads = envs[0][:3]
         # The clocks are those of exactly the rows loaded (not autoscheduler records or, with
         # dataset_only, other pipelines'), so a selection of one clock is never refused.
-        rows_sql = (
-            "FROM measurements m JOIN pipelines p ON p.hash = m.pipeline_hash JOIN schedules s ON s.hash = m.schedule_hash "
-            "WHERE m.target=? AND m.host=? AND m.threads=?"
-        )
-        if dataset_only:
-            rows_sql += " AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines)"
+        rows_sql = _labels_sql(dataset_only)
         q = (
             f"SELECT m.pipeline_hash, m.schedule_hash, {label_expr}, p.name, p.json, s.json, "
             f"COALESCE(json_extract(m.json, '$.iqr_ms') / m.median_ms, 0.0) {rows_sql}"

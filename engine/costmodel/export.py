@@ -46,16 +46,20 @@ def export_dataset(db_path: str | Path, out: str | Path, *, all_environments: bo
         pipes = db.conn.execute(
             "SELECT p.hash, p.name, c.origin, c.seed, p.json FROM pipelines p JOIN cm_pipelines c ON c.hash = p.hash ORDER BY p.hash"
         ).fetchall()
-        rows = [
-            row
-            for env in chosen
-            for row in db.conn.execute(
+        per_env = [
+            db.conn.execute(
                 "SELECT m.json, s.json FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
                 "WHERE m.target=? AND m.host=? AND m.threads=? AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines) "
                 "ORDER BY m.pipeline_hash, m.schedule_hash",
                 env,
-            )
+            ).fetchall()
+            for env in chosen
         ]
+    if all_environments:  # environments without a dataset label (app measurements only) are left out
+        chosen, per_env = [e for e, r in zip(chosen, per_env) if r], [r for r in per_env if r]
+    if not chosen:
+        raise ValueError(f"{db_path}: no measurements of dataset pipelines to export")
+    rows = [row for r in per_env for row in r]
     header: dict[str, Any] = {"kind": "header", "format": FORMAT, "environment": list(chosen[0])}
     if all_environments:
         header["environments"] = [list(e) for e in chosen]
@@ -71,7 +75,7 @@ def export_dataset(db_path: str | Path, out: str | Path, *, all_environments: bo
             f.write(json.dumps({"kind": "sample", "measurement": json.loads(mjson), "schedule": json.loads(sjson)}) + "\n")
     res: dict[str, Any] = {"out": str(out), "pipelines": len(pipes), "samples": len(rows), "environment": list(chosen[0])}
     if all_environments:
-        res["environments"] = [[*e[:3], e[3]] for e in envs]
+        res["environments"] = [[*e, len(r)] for e, r in zip(chosen, per_env)]  # the samples written of each
     return res
 
 

@@ -166,8 +166,10 @@ class ValueRanker:
         for i in range(0, len(todo), self.CHUNK):
             self.ctx.check()
             chunk = todo[i : i + self.CHUNK]
+            t0 = time.perf_counter()
             for (h, s), v in zip(chunk, self.value.values(p, [s for _, s in chunk])):
                 self._ms[h] = float(math.exp(v)) + penalty_ms(p, s)
+            self.ctx.charge_model_time(time.perf_counter() - t0)  # V's time is model time, as in zero_measure
         return [self._ms[h] for h in hashes]
 
     def rank(self, cands: list[tuple[float, Schedule]]) -> list[tuple[float, Schedule]]:

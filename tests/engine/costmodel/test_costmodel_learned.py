@@ -208,6 +208,8 @@ def test_dataset_file_of_every_environment_loads_each_apart(tmp_path):
             _fake(db, p, s, 1.0 + j)
             if j < 2:
                 _fake(db, p, s, 10.0 + j, host="other")
+        _fake(db, _blur(16), default_schedule(_blur(16)), 7.0)  # not a dataset pipeline: neither written nor counted
+        _fake(db, _blur(16), default_schedule(_blur(16)), 7.0, host="app only")  # an environment without dataset labels
     out = tmp_path / "all.jsonl.gz"
     res = export_dataset(src, out, all_environments=True)
     assert res["samples"] == 5 and res["environments"] == [["t", "h", 1, 3], ["t", "other", 1, 2]]

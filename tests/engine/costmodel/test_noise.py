@@ -202,6 +202,10 @@ def test_a_stored_label_of_another_clock_is_measured_again(tmp_path, items):
         assert len(runner.jobs) == 1 and again.cached  # same clock: the stored label
         cpu = api.measure(it.pipeline, it.schedule, runner, db, **{**JOB_OPTIONS, "clock": "thread_cpu"})
         assert len(runner.jobs) == 2 and cpu.clock == "thread_cpu" and not cpu.cached
+        # One label per schedule and machine, the latest, with its clock: the app's wall-clock
+        # lookup no longer finds a time, the thread-CPU one does.
+        assert api.stored_measurement(it.pipeline, db, it.key[1], 1, runner) is None
+        assert api.stored_measurement(it.pipeline, db, it.key[1], 1, runner, "thread_cpu").clock == "thread_cpu"
 
 
 def test_the_cpu_clock_with_several_threads_is_refused_everywhere(tmp_path, items):

@@ -143,3 +143,28 @@ def test_confirmation_re_measures_the_start_so_one_unlucky_measurement_does_not_
     res = run_search(p, "random", Budget(trials=4, wall_s=60), seed=0, model=AnalyticModel(), measure_fn=fn)
     assert res.trials[0].schedule.content_hash() == seed_hash and res.trials[0].confirmed_ms == 0.5
     assert res.best.content_hash() == seed_hash and res.best_ms == 0.5
+
+
+def test_value_ranker_charges_v_time_as_model_time():
+    """greedy_v's V scores count in the search's model time (as zero-measurement greedy's do),
+    so the report's model seconds cover them; a cached schedule is not charged again."""
+    import time
+
+    from engine.search.base import SearchContext
+    from engine.search.greedy import ValueRanker
+
+    class SlowValue:
+        def values(self, p, scheds):
+            time.sleep(0.05)
+            return [0.0] * len(scheds)
+
+    p = zoo.get("softmax", "small")
+    ctx = SearchContext(p, AnalyticModel(), _fake_measure, Budget(0, 60), 3)
+    ranker = ValueRanker(ctx, SlowValue())
+    scheds = [seed_schedule(p)]
+    before = ctx.model_s
+    ranker.scores(scheds)
+    charged = ctx.model_s - before
+    assert charged >= 0.05
+    ranker.scores(scheds)
+    assert ctx.model_s - before == charged
