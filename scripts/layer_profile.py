@@ -3,7 +3,7 @@ at the roofline", session 10): ONNX Runtime's per-node profile (one thread, its 
 a Conv+Relu is one FusedConv) against Halide's per-Func profiler, both scaled to the run's
 own unprofiled time. Each of our stages is charged to the ONNX node of its name (the importer
 names stages after nodes; a conv's padding `X_pad` to `X`), a stage ONNX Runtime fused away
-(a Relu) to the node of the first stage it reads. Output: the rows sorted by ms lost.
+(a Relu, a padding) to its only consumer's node when that has one, else to its first source's. Output: the rows sorted by ms lost.
 
 Usage: [HL_JIT_TARGET=...] .venv/bin/python scripts/layer_profile.py MODEL.onnx [--top 25] [--schedule F.json]
 """
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 HL_THREADS = os.environ.setdefault("HL_NUM_THREADS", "1")
+if HL_THREADS != "1":  # times are the calling thread's CPU time: other threads' work would go uncounted
+    sys.exit(f"layer_profile times by thread CPU time: run with HL_NUM_THREADS=1, not {HL_THREADS}")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
