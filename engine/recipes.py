@@ -758,7 +758,8 @@ def full_rows_block(c: int, h: int, target: str | VectorTarget | None = None) ->
     broadcast. Rows 1: no such block. Zen 5 (full-width AVX-512), 1 thread, CPU time against
     ONNX Runtime, best of 3 (scripts/conv_ab.py, old = 8 x 1): SqueezeNet's 1x1 512->1000 at
     13x13 1.91x -> 1.58x (6 x 4), 3x3 48->192 at 13x13 2.03x -> 1.60x, MobileNetV2's 1x1
-    96->576 at 14x14 1.56x -> 1.41x, 64->384 1.58x -> 1.42x."""
+    96->576 at 14x14 1.56x -> 1.41x, 64->384 1.58x -> 1.42x. Measured on Zen 5 only: Intel
+    AVX-512 targets (Skylake-X, Sapphire Rapids) take the same blocks unmeasured."""
     vt = vector_target(target)
     best: tuple[float, int, int] = (0.0, 1, 1)
     for rb in range(2, min(h, 8) + 1):
