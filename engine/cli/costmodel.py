@@ -298,12 +298,13 @@ def _eval(args: argparse.Namespace) -> int:
     d = _models_dir(args)
     if args.db is None and Path(d).resolve() == SHIPPED.resolve():
         args.db = str(SHIPPED_DATASET)  # the shipped models are evaluated on the data they were trained on
-    res: dict[str, Any] = evaluate(_db(args), d, with_analytic=not args.no_analytic)  # the report: "chosen" is a str
+    db = _db(args)  # a dataset file is imported (and its bytes hashed) once
+    res: dict[str, Any] = evaluate(db, d, with_analytic=not args.no_analytic)  # the report: "chosen" is a str
     if args.choose:
         res["chosen"] = choose(res, d)
     target, host, threads = read_json(Path(d, "split.json"))["environment"]
     noise = report_path()  # the labels' noise ceiling, when `costmodel noise` has measured one
-    protocol = "cpu" if label_clocks(_db(args), target, host, threads) == {"thread_cpu"} else "baseline"  # how the labels were timed
+    protocol = "cpu" if label_clocks(db, target, host, threads) == {"thread_cpu"} else "baseline"  # how the labels were timed
     add_ceiling(res, noise_ceiling(read_json(noise), target, host, protocol) if noise.exists() else None)
     cols = ("mape", "kendall_tau", "pairwise_acc", "top1_regret", "top5_regret", "n_pipelines", "n_samples")
     lines = ["held-out pipelines (seen pipelines' held-out schedules in brackets)", f"{'model':<10}" + "".join(f"{c:>22}" for c in cols)]

@@ -407,7 +407,7 @@ def environments(db: Database) -> list[tuple[str, str, int, int]]:
 CLOCK_SQL = "COALESCE(json_extract(m.json, '$.clock'), 'wall')"  # a `measurements m` row's clock (older records: wall)
 
 
-def _labels_sql(dataset_only: bool) -> str:
+def labels_sql(dataset_only: bool) -> str:
     """FROM / WHERE of the labels `load` reads of one environment (target, host, threads as
     parameters): timings with a schedule (not an autoscheduler's), of the dataset's pipelines
     only with `dataset_only`."""
@@ -421,7 +421,7 @@ def _labels_sql(dataset_only: bool) -> str:
 def label_clocks(db_path: str | Path, target: str, host: str, threads: int, dataset_only: bool = False) -> set[str]:
     """The clocks (measure.CLOCKS) of exactly the labels `load` reads of one environment."""
     with Database(db_path) as db:
-        return {r[0] for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} {_labels_sql(dataset_only)}", (target, host, threads))}
+        return {r[0] for r in db.conn.execute(f"SELECT DISTINCT {CLOCK_SQL} {labels_sql(dataset_only)}", (target, host, threads))}
 
 
 def load(
@@ -448,7 +448,7 @@ def load(
         target, host, threads = envs[0][:3]
         # The clocks are those of exactly the rows loaded (not autoscheduler records or, with
         # dataset_only, other pipelines'), so a selection of one clock is never refused.
-        rows_sql = _labels_sql(dataset_only)
+        rows_sql = labels_sql(dataset_only)
         q = (
             f"SELECT m.pipeline_hash, m.schedule_hash, {label_expr}, p.name, p.json, s.json, "
             f"COALESCE(json_extract(m.json, '$.iqr_ms') / m.median_ms, 0.0) {rows_sql}"

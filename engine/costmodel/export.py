@@ -24,7 +24,7 @@ from ..ir import Pipeline
 from ..measure import Measurement
 from ..schedule import Schedule, ScheduleError
 from . import SHIPPED
-from .dataset import environments
+from .dataset import environments, labels_sql
 from .files import atomic_open, atomic_path
 
 FORMAT = 1
@@ -47,12 +47,7 @@ def export_dataset(db_path: str | Path, out: str | Path, *, all_environments: bo
             "SELECT p.hash, p.name, c.origin, c.seed, p.json FROM pipelines p JOIN cm_pipelines c ON c.hash = p.hash ORDER BY p.hash"
         ).fetchall()
         per_env = [
-            db.conn.execute(
-                "SELECT m.json, s.json FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
-                "WHERE m.target=? AND m.host=? AND m.threads=? AND m.pipeline_hash IN (SELECT hash FROM cm_pipelines) "
-                "ORDER BY m.pipeline_hash, m.schedule_hash",
-                env,
-            ).fetchall()
+            db.conn.execute(f"SELECT m.json, s.json {labels_sql(True)} ORDER BY m.pipeline_hash, m.schedule_hash", env).fetchall()
             for env in chosen
         ]
     if all_environments:  # environments without a dataset label (app measurements only) are left out

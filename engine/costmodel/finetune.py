@@ -49,7 +49,7 @@ from ..measure import MeasureRunner, check_clock, default_threads, host_fingerpr
 from ..schedule import Schedule
 from . import SHIPPED, CostModel
 from . import features as F
-from .dataset import CLOCK_SQL, DEFAULT_LABEL, JOB_OPTIONS, Sample, environments, label_of, label_sql, label_weights, load
+from .dataset import CLOCK_SQL, DEFAULT_LABEL, JOB_OPTIONS, Sample, environments, label_of, label_sql, label_weights, labels_sql, load
 from .evaluate import mean_kendall_tau
 from .files import finetuned_dir, model_environment, new_version, read_json, reset_finetuned, write_json
 
@@ -229,10 +229,7 @@ def model_error(
     labels timed by `clock` count (the app measures by the wall clock; labels of two clocks
     are never mixed)."""
     kind = label or getattr(model, "config", {}).get("label", "median")
-    q = (
-        f"SELECT m.pipeline_hash, m.schedule_hash, {label_sql(kind)} FROM measurements m JOIN schedules s ON s.hash = m.schedule_hash "
-        f"WHERE m.target=? AND m.host=? AND m.threads=? AND {CLOCK_SQL}=?"
-    )
+    q = f"SELECT m.pipeline_hash, m.schedule_hash, {label_sql(kind)} {labels_sql(False)} AND {CLOCK_SQL}=?"
     args: tuple[Any, ...] = (env.target, env.host, env.threads, clock)
     if pipeline_hash is not None:
         q, args = q + " AND m.pipeline_hash=?", (*args, pipeline_hash)

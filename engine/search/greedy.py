@@ -158,10 +158,12 @@ class ValueRanker:
         self.ctx, self.value = ctx, value or shipped_value()
         self._ms: dict[str, float] = {}
 
-    def scores(self, scheds: list[Schedule]) -> list[float]:
+    def scores(self, scheds: list[Schedule], hashes: list[str] | None = None) -> list[float]:
+        """V's ms of each schedule (`hashes`: their content hashes, when the caller has them)."""
         from .reuse import penalty_ms  # noqa: PLC0415
 
-        p, hashes = self.ctx.p, [s.content_hash() for s in scheds]
+        p = self.ctx.p
+        hashes = hashes if hashes is not None else [s.content_hash() for s in scheds]
         todo = list({h: s for h, s in zip(hashes, scheds) if h not in self._ms}.items())
         for i in range(0, len(todo), self.CHUNK):
             self.ctx.check()
@@ -174,8 +176,9 @@ class ValueRanker:
 
     def rank(self, cands: list[tuple[float, Schedule]]) -> list[tuple[float, Schedule]]:
         """The candidates not measured yet, best by V first."""
-        todo = [s for _, s in cands if s.content_hash() not in self.ctx.measured]
-        return sorted(zip(self.scores(todo), todo), key=lambda c: c[0])
+        todo = [(h, s) for h, s in ((s.content_hash(), s) for _, s in cands) if h not in self.ctx.measured]
+        scheds = [s for _, s in todo]
+        return sorted(zip(self.scores(scheds, [h for h, _ in todo]), scheds), key=lambda c: c[0])
 
 
 def zero_measure(

@@ -312,12 +312,12 @@ def value_greedy(
     `final` receives the last step's kept states, complete, as (score in ms, schedule), best
     first (the returned schedule is the first): the candidates V ranks next."""
     states = [Schedule(name="greedy")]
+    scored: list[Schedule] = []  # the last scored step's children, V's `vals` of them (for `final`)
     vals: np.ndarray = np.zeros(0)
-    kids: list[Schedule] = []
     for st in order(p):
         if check is not None:
             check()
-        kids = []
+        kids: list[Schedule] = []
         structured: set[int] = set()  # indices of kids whose decision is a template
         for partial in states:
             opts = stage_options(p, partial, st, rng, k)
@@ -337,11 +337,12 @@ def value_greedy(
         vals = value.values(p, kids)
         if reuse:
             vals = np.log(np.exp(vals) + np.array([penalty_ms(p, c, decided_only=True) for c in kids]))
+        scored = kids
         states = keep_states(kids, vals, structured, st, beam, diverse)
     best = states[0]  # ranked by V at the last step
     validate(p, best)
     if final is not None:
-        score = {c.content_hash(): float(math.exp(x)) for c, x in zip(kids, vals)}
+        score = {c.content_hash(): float(math.exp(x)) for c, x in zip(scored, vals)}
         final[:] = sorted(((score.get(x.content_hash(), math.inf), x) for x in states), key=lambda c: c[0])
     return best
 
