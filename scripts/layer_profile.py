@@ -31,14 +31,15 @@ def _key(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
 
 
-def ort_profile(model: str, feed: dict, reps: int) -> tuple[dict[str, tuple[str, float]], float]:
-    """ONNX Runtime (1 thread): node key -> (op, ms a run) and the unprofiled ms a run (CPU time)."""
+def ort_profile(model: str, feed: dict, reps: int) -> tuple[dict[str, tuple[str, float]], float, Any]:
+    """ONNX Runtime (1 thread): node key -> (op, ms a run), the unprofiled ms a run (CPU time)
+    and its first output (what our schedule is checked against)."""
     import onnxruntime as ort  # noqa: PLC0415
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     plain = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    plain.run(None, feed)
+    first = plain.run(None, feed)[0]
     t0 = time.thread_time()
     for _ in range(reps):
         plain.run(None, feed)
@@ -57,20 +58,17 @@ def ort_profile(model: str, feed: dict, reps: int) -> tuple[dict[str, tuple[str,
             per[k][0] = e.get("args", {}).get("op_name", "")
             per[k][1] += e["dur"] / 1e3 / reps
     total = sum(v[1] for v in per.values()) or 1.0
-    return {k: (op, ms * whole / total) for k, (op, ms) in per.items()}, whole
+    return {k: (op, ms * whole / total) for k, (op, ms) in per.items()}, whole, first
 
 
-def ours_profile(p: Any, sched: Any, inputs: dict, reps: int) -> tuple[dict[str, float], float]:
-    """Our schedule: stage -> ms a run (the profiler's shares scaled to the unprofiled CPU time)."""
+def ours_profile(p: Any, sched: Any, inputs: dict, reps: int, ref: Any) -> tuple[dict[str, float], float]:
+    """Our schedule, its first output checked against `ref` (ONNX Runtime's): stage -> ms a run
+    (the profiler's shares scaled to the unprofiled CPU time)."""
     from engine import halide_backend as HB  # noqa: PLC0415
     from engine.worker import capture_fds  # noqa: PLC0415
+    from scripts.cpu_ab import compile_checked  # noqa: PLC0415
 
-    low = HB.lower(p, sched)
-    low.compile()
-    keep = low.bind(inputs)
-    outs = HB.output_arrays(p)
-    run = low.runner(outs)
-    run()
+    run = compile_checked(p, {"ours": sched.to_json()}, inputs, {p.outputs[0]: ref}, "ONNX Runtime")["ours"]
     t0 = time.thread_time()
     for _ in range(reps):
         run()
@@ -85,7 +83,7 @@ def ours_profile(p: Any, sched: Any, inputs: dict, reps: int) -> tuple[dict[str,
             runp()
 
     totals = lowp.profile_totals(capture_fds(runs))
-    del keep, keep2
+    del keep2
     s = sum(totals.values()) or 1.0
     return {k: whole * v / s for k, v in totals.items()}, whole
 
@@ -109,8 +107,8 @@ def main() -> None:
     inputs = R.make_inputs(p, 0)
     names = p.source.get("input_names", {})
     feed = {names.get(i.name, i.name): inputs[i.name] for i in p.inputs if not i.weight}
-    ort_ms, ort_whole = ort_profile(args.model, feed, args.reps)
-    ours, our_whole = ours_profile(p, sched, inputs, args.reps)
+    ort_ms, ort_whole, ort_out = ort_profile(args.model, feed, args.reps)
+    ours, our_whole = ours_profile(p, sched, inputs, args.reps, ort_out)
     # A stage of a node's name is that node's; one ONNX Runtime fused away (a Conv whose ReLU
     # names the FusedConv, a padding) its consumer's node, else its first source's.
     group = {st.name: _key(st.name) for st in p.stages if _key(st.name) in ort_ms}
