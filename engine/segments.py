@@ -235,6 +235,7 @@ class Segmented:
         one whose last reader has run is reused by a later segment's output of its shape."""
         p = self.pipeline
         HB.check_outputs(p, outs)
+        staged = HB.staged_outputs(outs)
         arrays: dict[str, np.ndarray] = {}
         bufs: dict[str, hl.Buffer] = dict(self._inputs)
         last = {n: k for k, pt in enumerate(self.parts) for n in pt.seg.inputs if n in p.stage_map and n not in p.outputs}
@@ -243,7 +244,7 @@ class Segmented:
             for n in pt.seg.outputs:
                 shape = p.stage(n).shape
                 pool = free.get(shape)
-                arrays[n] = outs[n] if n in p.outputs else pool.pop() if pool else np.empty(shape, np.float32)
+                arrays[n] = staged.get(n, outs[n]) if n in p.outputs else pool.pop() if pool else HB.aligned_empty(shape)
                 bufs[n] = hl.Buffer(arrays[n])
             for n in pt.seg.inputs:  # after this segment's outputs are placed: never read and written at once
                 if last.get(n) == k:
@@ -262,6 +263,8 @@ class Segmented:
             dst = [bufs[n] for n in pt.seg.outputs]
             steps.append((k, pt.key, binds, dst if len(dst) > 1 else dst[0]))
 
+        copies = [(outs[o], a) for o, a in staged.items()]
+
         def run() -> None:
             marker = self.compiled_for == "profile"
             for k, key, binds, dst in steps:
@@ -274,6 +277,8 @@ class Segmented:
                 low.hl_pipeline.realize(dst)
                 for name, _ in binds:  # the cached pipeline must not keep this runner's buffers alive
                     low.params[name].reset()
+            for user, a in copies:
+                np.copyto(user, a)
 
         # A plain function, as HB.make_runner's: no method dispatch in the timed call.
         run.buffers = [*bufs.values(), *keep]  # type: ignore[attr-defined]
