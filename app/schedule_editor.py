@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.api import InputError
-from engine.schedule import ScheduleError, Wrapper, format_directive
+from engine.schedule import STORAGE_KINDS, ScheduleError, Wrapper, format_directive
 
 from .directive_form import DirectiveForm
 from .flow_row import FlowRow
@@ -408,8 +408,14 @@ class ScheduleEditor(QWidget):
             self.form_box.setTitle("New directive (added last)")
             self.form.set_kind("split")
         else:
+            d = edits.directives(self.doc.schedule, stage, self.is_update)[index]
+            if d.kind in STORAGE_KINDS:  # the form has no fields for a layout; deleting one is an edit it has
+                self.editing = None
+                what = f"{format_directive(d)} sets how {stage} is stored"
+                self.show_error(f"{what}: the form does not edit it (delete it, or edit the schedule's JSON)")
+                return
             self.form_box.setTitle(f"Change directive #{index}")
-            self.form.load(edits.directives(self.doc.schedule, stage, self.is_update)[index])
+            self.form.load(d)
         self.form_box.show()
         self.form_buttons.show()
         self.form.kind.setFocus()

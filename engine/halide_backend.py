@@ -19,7 +19,19 @@ import numpy as np
 from . import expr as E
 from . import loops as L
 from .ir import Pipeline, Stage
-from .schedule import COMPUTE_KINDS, PLACEMENT_KINDS, Directive, Kind, Schedule, ScheduleError, Wrapper, validate, wrapper_initial_loops
+from .schedule import (
+    COMPUTE_KINDS,
+    PLACEMENT_KINDS,
+    STORAGE_KINDS,
+    Directive,
+    Kind,
+    Schedule,
+    ScheduleError,
+    Wrapper,
+    packed_inputs,
+    validate,
+    wrapper_initial_loops,
+)
 
 AUTOSCHEDULERS = {
     "Adams2019": "libautoschedule_adams2019.so",
@@ -32,6 +44,7 @@ TAIL = {
     "shift_inwards": hl.TailStrategy.ShiftInwards,
     "round_up": hl.TailStrategy.RoundUp,
 }
+MEMORY = {"register": hl.MemoryType.Register, "stack": hl.MemoryType.Stack, "heap": hl.MemoryType.Heap}
 _loaded_plugins: set[str] = set()
 _PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
 # Halide's per-buffer runtime checks (type, dims, bounds, allocation sizes) and bounds-query
@@ -67,6 +80,8 @@ class Lowered:
     # A wrapper's Halide name (`Bs_in_prod$0`, an input's `A_im_in_prod$0`) -> its consumer: the
     # profiler reports a copy's time under that name, and it is charged to the consumer.
     wrapper_consumers: dict[str, str] = field(default_factory=dict)
+    # A packed weight's param name -> (the input, dim, block): `pack_input` (bound packed).
+    packed: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
     def output_funcs(self) -> list[hl.Func]:
         return [self.funcs[o] for o in self.pipeline.outputs]
@@ -75,7 +90,7 @@ class Lowered:
     def compile(self, profile: bool = False) -> float:
         return compile_jit(self, profile)
 
-    def bind(self, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
+    def bind(self, arrays: dict[str, np.ndarray]) -> list[Any]:
         return bind_inputs(self, arrays)
 
     def runner(self, outs: dict[str, np.ndarray]) -> Any:
@@ -86,27 +101,52 @@ class Lowered:
 
 
 # --- algorithm ---------------------------------------------------------------------------
-def define(p: Pipeline) -> Lowered:
-    """Build the Halide Funcs of the pipeline's algorithm (no schedule yet)."""
+def define(p: Pipeline, packs: dict[tuple[str, str], tuple[int, int]] | None = None) -> Lowered:
+    """Build the Halide Funcs of the pipeline's algorithm (no schedule yet). `packs`:
+    (stage, input) -> (dim, block) of the weights a stage reads packed (`packed_inputs`)."""
     params = {i.name: hl.ImageParam(hl.Float(32), len(i.shape), i.name) for i in p.inputs}
+    packed: dict[str, tuple[str, int, int]] = {}
     funcs: dict[str, hl.Func] = {}
     rdoms: dict[str, hl.RDom] = {}
     for s in p.stages:
         f = hl.Func(s.name)
         env: dict[str, Any] = {d.name: hl.Var(d.name) for d in s.dims}
         args = [env[d.name] for d in reversed(s.dims)]  # Halide's first dim is innermost
-        f[args] = _as_float(_expr(s.value, env, funcs, params))
+        mine = {inp: _packed_param(params, packed, inp, dim, blk) for (st, inp), (dim, blk) in (packs or {}).items() if st == s.name}
+        f[args] = _as_float(_expr(s.value, env, funcs, params, mine))
         if s.update is not None and s.reduce is not None:  # a reduction (validated: both or neither)
             r = hl.RDom([hl.Range(0, d.extent) for d in reversed(s.rdom)], "r")
             rdoms[s.name] = r
             for k, d in enumerate(reversed(s.rdom)):
                 env[d.name] = r[k]
-            body = _as_float(_expr(s.update, env, funcs, params))
+            body = _as_float(_expr(s.update, env, funcs, params, mine))
             cur = f[args]
             combine = {"sum": lambda a, b: a + b, "max": hl.max, "min": hl.min}[s.reduce]
             f[args] = combine(cur, body)
         funcs[s.name] = f
-    return Lowered(p, funcs, params, rdoms)
+    return Lowered(p, funcs, params, rdoms, packed=packed)
+
+
+def _packed_param(
+    params: dict[str, hl.ImageParam], packed: dict[str, tuple[str, int, int]], inp: str, dim: int, blk: int
+) -> tuple[hl.ImageParam, int, int]:
+    """The param of input `inp` packed by `blk` along `dim` (one per layout, shared by the
+    stages that read it so): rank + 1, the block innermost (`pack_array`)."""
+    name = f"{inp}_pack{dim}x{blk}"
+    if name not in params:
+        params[name] = hl.ImageParam(hl.Float(32), params[inp].dimensions() + 1, name)
+        packed[name] = (inp, dim, blk)
+    return params[name], dim, blk
+
+
+def pack_array(a: np.ndarray, dim: int, blk: int) -> np.ndarray:
+    """`a` with dimension `dim` cut into blocks of `blk`, the block moved innermost:
+    [..., n, ...] -> [..., n / blk, ..., blk], contiguous (what a packed param reads)."""
+    shape = a.shape
+    split = np.moveaxis(a.reshape(*shape[:dim], shape[dim] // blk, blk, *shape[dim + 1 :]), dim + 1, -1)
+    out = aligned_empty(split.shape)  # aligned as the engine's outputs are (ALIGN_BYTES)
+    out[...] = split
+    return out
 
 
 def _to_expr(e: Any) -> Any:
@@ -118,13 +158,19 @@ def _as_float(e: Any) -> Any:
     return e if e.type() == hl.Float(32) else hl.cast(hl.Float(32), e)
 
 
-def _expr(e: E.Expr, env: dict[str, Any], funcs: dict[str, hl.Func], params: dict[str, hl.ImageParam]) -> Any:
-    rec = lambda x: _expr(x, env, funcs, params)
+def _expr(
+    e: E.Expr, env: dict[str, Any], funcs: dict[str, hl.Func], params: dict[str, hl.ImageParam], packed: dict[str, Any] | None = None
+) -> Any:
+    rec = lambda x: _expr(x, env, funcs, params, packed)
     if isinstance(e, E.Const):
         return hl.Expr(int(e.value)) if isinstance(e.value, int) else hl.f32(e.value)
     if isinstance(e, E.Var):
         return _to_expr(env[e.name])
     if isinstance(e, E.Access):
+        if packed and e.source in packed:
+            prm, dim, blk = packed[e.source]
+            ix = [rec(i) for i in e.index]
+            return _to_expr(prm[[ix[dim] % blk, *reversed(ix[dim + 1 :]), ix[dim] / blk, *reversed(ix[:dim])]])
         src = funcs.get(e.source) or params[e.source]
         return _to_expr(src[[rec(i) for i in reversed(e.index)]])
     if isinstance(e, E.BinOp):
@@ -188,10 +234,16 @@ def apply_schedule(low: Lowered, sched: Schedule) -> None:
         if not any(d.kind in COMPUTE_KINDS for d in directives):
             f.compute_root()
         for k, d in enumerate(directives):
-            if d.kind not in PLACEMENT_KINDS:
+            if d.kind not in PLACEMENT_KINDS and d.kind not in STORAGE_KINDS:
                 continue
             try:
-                if d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT):
+                if d.kind == Kind.REORDER_STORAGE:
+                    f.reorder_storage([hl.Var(n) for n in L.need(d.loops)])
+                elif d.kind == Kind.STORE_IN:
+                    f.store_in(MEMORY[L.need(d.memory)])
+                elif d.kind == Kind.PACK_INPUT:
+                    pass  # how the algorithm reads the input (define)
+                elif d.kind in (Kind.COMPUTE_AT, Kind.STORE_AT):
                     c = L.need(d.consumer)
                     v = var_maps[(c, p.stage(c).is_reduction)][L.need(d.loop)]
                     getattr(f, d.kind)(low.funcs[c], v)
@@ -240,7 +292,7 @@ def _apply_loops(low: Lowered, s: Stage, directives: tuple[Directive, ...], upda
             vars_[dim.name] = r[k]
     loops = L.initial_loops(s, update)
     for k, d in enumerate(directives):
-        if d.kind in PLACEMENT_KINDS:
+        if d.kind in PLACEMENT_KINDS or d.kind in STORAGE_KINDS:
             continue
         try:
             _halide_directive(stage, d, vars_, loops)
@@ -304,10 +356,36 @@ def _stage_in_message(p: Pipeline, msg: str) -> str:
 
 # --- compile and run ------------------------------------------------------------------------
 def lower(p: Pipeline, sched: Schedule) -> Lowered:
-    low = define(p)
+    packs = packed_inputs(sched)
+    low = define(p, packs)
     apply_schedule(low, sched)
+    if packs:
+        static_bounds(low)
     low.hl_pipeline = hl.Pipeline(low.output_funcs())
     return low
+
+
+def static_bounds(low: Lowered) -> None:
+    """Tell Halide the buffers' shapes (the engine binds them at these, checked in Python):
+    a packed weight's `c % block` and `c / block` then simplify to a dense vector load only
+    where the channel loop's start is known to be a multiple of the block. Applied to the
+    schedules that pack a weight only (the others keep the code they were measured with)."""
+    p = low.pipeline
+    for o in p.outputs:
+        buf = low.funcs[o].output_buffer()
+        for k, n in enumerate(reversed(p.stage(o).shape)):
+            buf.dim(k).set_bounds(0, n)
+    for i in p.inputs:
+        for k, n in enumerate(reversed(i.shape)):
+            low.params[i.name].dim(k).set_bounds(0, n)
+    for name, (inp, dim, blk) in low.packed.items():
+        for k, n in enumerate(reversed(pack_array_shape(p.shape_of(inp), dim, blk))):
+            low.params[name].dim(k).set_bounds(0, n)
+
+
+def pack_array_shape(shape: tuple[int, ...], dim: int, blk: int) -> tuple[int, ...]:
+    """The shape `pack_array` gives an array of `shape`."""
+    return (*shape[:dim], shape[dim] // blk, *shape[dim + 1 :], blk)
 
 
 def compile_jit(low: Lowered, profile: bool = False) -> float:
@@ -323,12 +401,24 @@ def compile_jit(low: Lowered, profile: bool = False) -> float:
     return time.perf_counter() - t0
 
 
-def bind_inputs(low: Lowered, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
-    """Point the input params at numpy arrays (no copy); keep the returned buffers alive."""
+def bind_inputs(low: Lowered, arrays: dict[str, np.ndarray]) -> list[Any]:
+    """Point the input params at numpy arrays (no copy; a packed weight is packed here, once,
+    outside any timed run); keep the returned buffers (and packed arrays) alive."""
     bufs = input_buffers(low.pipeline, arrays)
+    packed = packed_buffers(low, arrays)
     for name, param in low.params.items():
-        param.set(bufs[name])
-    return list(bufs.values())
+        param.set(packed[name][1] if name in packed else bufs[name])
+    return [*bufs.values(), *(x for pair in packed.values() for x in pair)]
+
+
+def packed_buffers(low: Lowered, arrays: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, hl.Buffer]]:
+    """The packed param name -> (the packed copy of its weight, a Halide buffer over it). A
+    Halide buffer does not own numpy memory: whoever sets a param to it keeps the array."""
+    out = {}
+    for name, (inp, dim, blk) in low.packed.items():
+        a = pack_array(np.asarray(arrays[inp], np.float32), dim, blk)
+        out[name] = (a, hl.Buffer(a))
+    return out
 
 
 def input_buffers(p: Pipeline, arrays: dict[str, np.ndarray]) -> dict[str, hl.Buffer]:
@@ -342,8 +432,34 @@ def input_buffers(p: Pipeline, arrays: dict[str, np.ndarray]) -> dict[str, hl.Bu
     return bufs
 
 
+# Halide, given a buffer's bounds statically (`static_bounds`), emits aligned vector accesses
+# to outputs (a 16-byte-aligned numpy output segfaulted ResNet-50 on AVX-512): the engine's
+# own arrays are allocated at this alignment and a runner stages any other through one.
+ALIGN_BYTES = 64
+
+
+def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised float32 array whose data starts on an `ALIGN_BYTES` boundary."""
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(n + ALIGN_BYTES // 4, np.float32)
+    start = (-raw.ctypes.data % ALIGN_BYTES) // 4
+    return raw[start : start + n].reshape(shape)
+
+
+def is_aligned(a: np.ndarray) -> bool:
+    return a.ctypes.data % ALIGN_BYTES == 0
+
+
 def output_arrays(p: Pipeline) -> dict[str, np.ndarray]:
-    return {o: np.zeros(p.stage(o).shape, np.float32) for o in p.outputs}
+    outs = {o: aligned_empty(p.stage(o).shape) for o in p.outputs}
+    for a in outs.values():
+        a.fill(0.0)
+    return outs
+
+
+def staged_outputs(outs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Aligned stand-ins for the arrays of `outs` that are not aligned (copied back after a run)."""
+    return {o: aligned_empty(a.shape) for o, a in outs.items() if not is_aligned(a)}
 
 
 def check_outputs(p: Pipeline, outs: dict[str, np.ndarray]) -> None:
@@ -374,16 +490,20 @@ def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
     """A zero-argument callable that realizes into `outs` (numpy memory, no copies)."""
     assert low.hl_pipeline is not None
     check_outputs(low.pipeline, outs)
-    bufs = [hl.Buffer(outs[o]) for o in low.pipeline.outputs]
+    staged = staged_outputs(outs)
+    bufs = [hl.Buffer(staged.get(o, outs[o])) for o in low.pipeline.outputs]
     hp = low.hl_pipeline
     dst = bufs if len(bufs) > 1 else bufs[0]
+    copies = [(outs[o], a) for o, a in staged.items()]
 
     def run() -> None:
         hp.realize(dst)
+        for user, a in copies:
+            np.copyto(user, a)
 
     # Attributes on a plain function (mypy has no type for that): a callable object would add
     # a method dispatch to every timed call.
-    run.buffers = bufs  # type: ignore[attr-defined]
+    run.buffers = [*bufs, *staged.values()]  # type: ignore[attr-defined]
     return run
 
 
@@ -393,7 +513,7 @@ def lowered_stmt(p: Pipeline, sched: Schedule, html: bool = False) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "stmt.html" if html else "stmt.txt")
         fmt = hl.StmtOutputFormat.HTML if html else hl.StmtOutputFormat.Text
-        args = [low.params[i.name] for i in p.inputs]
+        args = [low.params[i.name] for i in p.inputs] + [low.params[n] for n in low.packed]
         try:
             low.hl_pipeline.compile_to_lowered_stmt(path, args, fmt, host_target())
         except hl.HalideError as exc:

@@ -45,7 +45,9 @@ from .ir import Pipeline, PipelineError
 from .loopnest import placements
 from .recipes import (
     VectorTarget,
+    channels_block_fits,
     conv_block,
+    conv_channels_block,
     conv_root_block,
     conv_root_rows,
     dense_output,
@@ -258,12 +260,14 @@ class _Heuristic:
         p, r = self.p, self.anchor_of[a]
         shape = p.shape_of(a)
         if p.stage(r).op == "conv2d":
-            # The register block (channels x x vectors) from the target's accumulators (recipes.conv_blocking).
             also = tuple(self.also.get(a, ()))
-            strip, recipe = conv_block(self.s, p, r, a, target=self.vt, also=also), "conv_block"
+            strip, recipe = self._channels_block(r, a, also), "conv_channels_block"
+            if strip is None:
+                # The register block (channels x x vectors) from the target's accumulators (recipes.conv_blocking).
+                strip, recipe = conv_block(self.s, p, r, a, target=self.vt, also=also), "conv_block"
             for b in also:
                 self.host[b] = (a, strip)
-                self.rules[b] = f"register-blocked at tiles of {a} with {r} (conv_block)"
+                self.rules[b] = f"register-blocked at tiles of {a} with {r} ({recipe})"
         elif p.stage(r).op == "depthwise_conv2d":
             strip, recipe = depthwise_block(self.s, p, r, a, target=self.vt), "depthwise_block"
         elif packed_rhs(p, r, self.vt) is not None:
@@ -278,6 +282,21 @@ class _Heuristic:
         self.host[a] = self.host[r] = (a, strip)
         self.rules[r] = f"register-blocked at tiles of {a} ({recipe})"
         return f"root, tiled; {r} register-blocked per tile ({recipe})"
+
+    def _channels_block(self, conv: str, out: str, also: tuple[str, ...]) -> str | None:
+        """recipes.conv_channels_block where it applies (small planes, 16-lane targets: output
+        channels as vectors, the weights packed) and validates, else None (conv_block then)."""
+        if channels_block_fits(self.p, (conv, *also), self.vt) is None:
+            return None
+        saved = self.s.copy()
+        try:
+            strip = conv_channels_block(self.s, self.p, conv, out, target=self.vt, also=also)
+            for n in (conv, out, *also):
+                validate_stage(self.p, self.s, n)
+        except (ScheduleError, ValueError):
+            self.s = saved
+            return None
+        return strip
 
     def _single_host(self, n: str) -> tuple[str, str] | None:
         """The one loop all the (effective) consumers of `n` run inside, if there is one."""

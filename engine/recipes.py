@@ -704,6 +704,96 @@ def conv_block(
     return strip
 
 
+# conv_channels_block: the widest plane a 1x1 conv takes it at (at 56x56 a 1x1 conv's short
+# reduction, 64 or 256 steps, does not pay for the strided stores of its outputs: 1.7-1.9x ->
+# 2.1-2.6x ONNX Runtime; at 28x28 1.9-2.2x -> 1.1-1.3x); convs with more taps take it at any
+# width (3x3 at 55x55 and 56x56: 1.4-1.5x -> 1.05-1.2x). Its register block, output channels
+# (vectors) x x positions: 4 x 7 = 28 zmm accumulators.
+CHANNELS_MAX_WIDTH = 28
+CHANNELS_VECTORS = 4
+CHANNELS_X = 7
+
+
+def conv_weight(p: Pipeline, conv: str) -> str | None:
+    """The weight input a conv reads as `W[c, rc, ry, rx]` (c its output channel, the rest
+    its reduction variables in order), when there is exactly one such read, else None."""
+    st = p.stage(conv)
+    if st.update is None or len(st.dims) != 4 or len(st.rdom) != 3:
+        return None
+    want = (st.dims[1].name, *(d.name for d in st.rdom))
+    weights = {i.name for i in p.inputs if i.weight}
+    hits = {a.source for a in E.accesses(st.update) if a.source in weights and tuple(getattr(i, "name", None) for i in a.index) == want}
+    return hits.pop() if len(hits) == 1 else None
+
+
+def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | VectorTarget | None = None) -> tuple[int, int] | None:
+    """(channel vectors, x positions) of conv_channels_block's register block for `convs`
+    (a conv and the residual ones computed at the same tile), or None where it does not
+    apply: a 16-lane target with 32 registers at full width (not split_wide: unmeasured),
+    convs of stride 1 (1x1 convs over planes at most CHANNELS_MAX_WIDTH wide), each with its weight as
+    `W[c, rc, ry, rx]`, their channels a multiple of the block. Two convs at one tile split
+    the accumulators (both blocks are live at once)."""
+    vt = vector_target(target)
+    if vt.lanes != 16 or vt.registers < 32 or vt.split_wide:
+        return None
+    c, _, w = p.shape_of(convs[0])[-3:]
+    vecs = CHANNELS_VECTORS // len(convs)
+    one_tap = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
+    if vecs < 1 or (one_tap and w > CHANNELS_MAX_WIDTH) or c % (vecs * vt.lanes):
+        return None
+    for cv in convs:
+        st = p.stage(cv)
+        if st.op != "conv2d" or p.shape_of(cv) != p.shape_of(convs[0]) or conv_weight(p, cv) is None or x_stride(p, cv) != 1:
+            return None
+    return vecs, min(CHANNELS_X, w)
+
+
+def conv_channels_block(
+    s: Schedule, p: Pipeline, conv: str, out: str, target: str | VectorTarget | None = None, also: tuple[str, ...] = ()
+) -> str:
+    """`out[n, c, y, x]` reads `conv` (and `also`) pointwise; each conv sums over rc, ry, rx
+    reading its weight as `W[c, rc, ry, rx]`. Output channels are the vector dimension, as
+    ONNX Runtime's NCHWc kernels: the weight is packed in blocks of the lanes along c
+    (`pack_input`: each step of the reduction loads whole vectors of consecutive channels'
+    weights, contiguous from one step to the next), each conv is computed per tile of `out`
+    (channel vectors x CHANNELS_X positions of one row) in a buffer laid out channels
+    innermost and held in registers (`reorder_storage`, `store_in(register)`), the
+    reduction outside the block: per step, one weight vector per channel vector and one
+    broadcast input per x position feed vectors x positions FMAs. `out` stores the tile
+    with channel vectors (a strided store, once per output). Channel blocks are outermost
+    and parallel: a block's packed weights are reused over the whole plane.
+
+    Where a row is one vector or less (7x7, 13x13, 14x14 on AVX-512) this is what
+    conv_block cannot do: its x vectors leave lanes unused, or a block over rows loads a
+    vector per row. Sapphire Rapids, 1 thread, CPU time, best of 3 against ONNX Runtime
+    (scripts/conv_ab.py --clock cpu, conv_block before -> this): ResNet-50's 1x1 2048->512 at
+    7x7 2.35x -> 0.93x, 3x3 512 at 7x7 2.31x -> 0.97x, 3x3 256 at 14x14 1.87x -> 1.04x,
+    MobileNetV2's 1x1 160->960 at 7x7 2.76x -> 1.15x (docs/bench/channels-block-*.json). The
+    channels-innermost layout alone (weights unpacked) ran 3.2x, output channels as vectors
+    over the NCHW weights 25x. Returns the parallel channel-block loop of `out`."""
+    vt = vector_target(target)
+    convs = (conv, *also)
+    fits = channels_block_fits(p, convs, vt)
+    if fits is None:
+        raise ValueError(f"{conv}: conv_channels_block does not apply (target, plane, stride, weights or channels)")
+    vecs, xb = fits
+    lanes = vt.lanes
+    on, oc, oy, ox = (_dim(p, out, k) for k in range(4))
+    co, ci, xo = f"{oc}o", f"{oc}i", f"{ox}o"
+    o = S(s, out).split(oc, co, ci, vecs * lanes).split(ox, xo, ox, xb)
+    o.reorder(ci, ox, xo, oy, co, on).vectorize(ci, lanes).unroll(ci).unroll(ox).parallel(co)
+    for cv in convs:
+        cn, cc, cy, cx = (_dim(p, cv, k) for k in range(4))
+        rvars = [d.name for d in p.stage(cv).rdom]
+        weight = conv_weight(p, cv)
+        assert weight is not None  # channels_block_fits checked it
+        pure = S(s, cv).compute_at(out, xo).reorder_storage(cc, cx, cy, cn).store_in("register").pack_input(weight, 0, lanes)
+        pure.vectorize(cc, lanes).unroll(cc, vecs).unroll(cx, xb)
+        u = S(s, cv).update().vectorize(cc, lanes).unroll(cc, vecs).unroll(cx, xb)
+        u.reorder(f"{cc}_v", f"{cc}_u", f"{cx}_u", *reversed(rvars), cx, cc, cy, cn)
+    return co
+
+
 def x_stride(p: Pipeline, conv: str) -> int:
     """The stride along x of a conv's reads of its input (2 for a strided conv; 1 if no read
     is affine in the output's x)."""

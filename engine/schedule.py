@@ -41,6 +41,9 @@ class Kind(StrEnum):
     VECTORIZE = "vectorize"
     PARALLEL = "parallel"
     UNROLL = "unroll"
+    REORDER_STORAGE = "reorder_storage"
+    STORE_IN = "store_in"
+    PACK_INPUT = "pack_input"
 
 
 COMPUTE_KINDS = (Kind.COMPUTE_INLINE, Kind.COMPUTE_ROOT, Kind.COMPUTE_AT)
@@ -48,6 +51,14 @@ STORE_KINDS = (Kind.STORE_ROOT, Kind.STORE_AT)
 PLACEMENT_KINDS = COMPUTE_KINDS + STORE_KINDS  # where the whole stage goes: pure definition only
 LOOP_KINDS = (Kind.SPLIT, Kind.TILE, Kind.REORDER, Kind.FUSE, Kind.VECTORIZE, Kind.PARALLEL, Kind.UNROLL)
 MARKER_KINDS = (Kind.VECTORIZE, Kind.PARALLEL, Kind.UNROLL)  # mark one loop, optionally split off by a factor first
+# How a stage's values are stored, not where or in what order they are computed (no loops):
+# Halide's reorder_storage and store_in, and an input weight packed in blocks for this stage
+# (`pack_input`: the layout a blocked-channel kernel reads, as ONNX Runtime's and TVM's
+# NCHWc; the copy is made once when the weights are bound, as ONNX Runtime prepacks them
+# when a session is made). Pure definition only, as placements are.
+STORAGE_KINDS = (Kind.REORDER_STORAGE, Kind.STORE_IN, Kind.PACK_INPUT)
+PURE_ONLY_KINDS = PLACEMENT_KINDS + STORAGE_KINDS
+MEMORY_TYPES = ("register", "stack", "heap")  # store_in's memory: Halide's MemoryType Register, Stack, Heap
 # Required arguments and their JSON types per directive kind; 'factor' is optional for the three markers.
 SPEC: dict[str, dict[str, type]] = {
     Kind.COMPUTE_INLINE: {},
@@ -62,6 +73,9 @@ SPEC: dict[str, dict[str, type]] = {
     Kind.VECTORIZE: {"loop": str},
     Kind.PARALLEL: {"loop": str},
     Kind.UNROLL: {"loop": str},
+    Kind.REORDER_STORAGE: {"loops": list},
+    Kind.STORE_IN: {"memory": str},
+    Kind.PACK_INPUT: {"input": str, "dim": int, "factor": int},
 }
 # Optional arguments per kind: what Halide's call takes; anything else would be ignored silently.
 OPTIONAL: dict[str, dict[str, type]] = {
@@ -134,6 +148,9 @@ class Directive:
     yf: int | None = None
     loops: tuple[str, ...] | None = None
     tail: str | None = None
+    memory: str | None = None
+    input: str | None = None
+    dim: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, Kind):
@@ -166,7 +183,7 @@ class Directive:
         kind = obj["kind"]
         if kind not in SPEC:
             raise L.LoopError(f"unknown directive kind {_short(kind)!r} (known: {', '.join(SPEC)})")
-        if update and kind in PLACEMENT_KINDS:
+        if update and kind in PURE_ONLY_KINDS:
             raise L.LoopError(_IN_UPDATE.format(kind=kind))
         args = {k: v for k, v in obj.items() if k != "kind"}
         if not args.keys() <= _FIELDS or None in args.values():  # what the constructor cannot see: say which
@@ -178,7 +195,7 @@ class Directive:
 
 
 _FIELDS = frozenset(f for f in Directive.__dataclass_fields__ if f != "kind")
-_IN_UPDATE = "{kind} places the whole stage: it belongs to the pure definition's list, not the update's"
+_IN_UPDATE = "{kind} applies to the whole stage: it belongs to the pure definition's list, not the update's"
 
 
 def _check_args(kind: Kind, args: Mapping[str, Any]) -> None:
@@ -199,11 +216,17 @@ def _check_args(kind: Kind, args: Mapping[str, Any]) -> None:
             raise L.LoopError(f"argument {arg!r} must be {_TYPE_WORDS[typ]}, got {_short(v)}")
         if arg in NAME_ARGS and not str(v).isidentifier():
             raise L.LoopError(f"argument {arg!r} must be an identifier, got {_short(v)!r}")
-    if kind == Kind.REORDER and not all(isinstance(n, str) for n in args["loops"]):
+    if kind in (Kind.REORDER, Kind.REORDER_STORAGE) and not all(isinstance(n, str) for n in args["loops"]):
         raise L.LoopError(f"argument 'loops' must be a list of loop names, got {_short(args['loops'])}")
     for arg in ("factor", "xf", "yf"):
         if args.get(arg) is not None:
             L.check_factor(args[arg], arg)
+    if "memory" in args and args["memory"] not in MEMORY_TYPES:
+        raise L.LoopError(f"memory must be one of {MEMORY_TYPES}, got {_short(args['memory'])!r}")
+    if "dim" in args and args["dim"] < 0:
+        raise L.LoopError(f"dim is an index of the input's dimensions (0 outermost), got {args['dim']}")
+    if kind == Kind.PACK_INPUT and args["factor"] < 2:
+        raise L.LoopError(f"a block of {args['factor']} packs nothing: the factor must be at least 2")
     if "tail" in args and args["tail"] not in L.TAILS:
         raise L.LoopError(f"tail must be one of {L.TAILS}, got {_short(args['tail'])!r}")
     if "tail" in args and kind in MARKER_KINDS and "factor" not in args:
@@ -219,7 +242,7 @@ def check_in_definition(d: Any, update: bool) -> None:
     code): it holds Directives, and an update's holds no placement (raises L.LoopError)."""
     if not isinstance(d, Directive):
         raise L.LoopError(f"a directive is a Directive, got {type(d).__name__}")
-    if update and d.kind in PLACEMENT_KINDS:
+    if update and d.kind in PURE_ONLY_KINDS:
         raise L.LoopError(_IN_UPDATE.format(kind=d.kind))
 
 
@@ -513,6 +536,17 @@ class S:
 
     def unroll(self, loop: str, factor: int | None = None) -> S:
         return self._add(Kind.UNROLL, loop=loop, factor=factor)
+
+    def reorder_storage(self, *dims: str) -> S:
+        """The stage's buffer laid out with `dims` innermost first (Halide's reorder_storage)."""
+        return self._add(Kind.REORDER_STORAGE, loops=tuple(dims))
+
+    def store_in(self, memory: str) -> S:
+        return self._add(Kind.STORE_IN, memory=memory)
+
+    def pack_input(self, input: str, dim: int, factor: int) -> S:
+        """This stage reads weight `input` packed in blocks of `factor` along dimension `dim`."""
+        return self._add(Kind.PACK_INPUT, input=input, dim=dim, factor=factor)
 
 
 class W(S):
@@ -961,6 +995,52 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
             _check_location(p, sched, s.name, d, k)
         elif inlined:
             raise ScheduleError(s.name, "the stage is inlined, so it has no loops to schedule: remove this or compute it somewhere", d, k)
+        elif d.kind in STORAGE_KINDS:
+            _check_storage(p, s.name, ss, d, k)
+
+
+def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: int) -> None:
+    """A storage directive of stage `stage` (not inlined): an output's buffer is the caller's
+    (its layout and memory are not the schedule's to choose); reorder_storage names each of
+    the stage's dims once; a packed input is a weight the stage reads, the block dividing
+    the dimension, packed once per stage."""
+    st = p.stage(stage)
+
+    def fail(msg: str) -> None:
+        raise ScheduleError(stage, msg, d, k)
+
+    if d.kind in (Kind.REORDER_STORAGE, Kind.STORE_IN) and stage in p.outputs:
+        fail("an output's buffer is given by the caller, laid out as the pipeline declares: its storage can't be changed")
+    if d.kind == Kind.STORE_IN and d.memory == "register" and ss.compute().kind != Kind.COMPUTE_AT:
+        # Halide keeps a buffer in registers only when it is small and of constant size: a
+        # block computed at a loop of its consumer, not a whole stage at root.
+        fail("a buffer in registers is a small block: compute the stage at a loop of its consumer")
+    if d.kind == Kind.REORDER_STORAGE:
+        names, dims = list(L.need(d.loops)), [x.name for x in st.dims]
+        if sorted(names) != sorted(dims):
+            fail(f"reorder_storage names each of the stage's dims once ({', '.join(dims)}), innermost first")
+    elif d.kind == Kind.PACK_INPUT:
+        name, dim, factor = L.need(d.input), L.need(d.dim), L.need(d.factor)
+        inp = next((i for i in p.inputs if i.name == name), None)
+        if inp is None or name not in st.sources():
+            fail(f"{name!r} is not an input that {stage} reads")
+        assert inp is not None
+        if not inp.weight:
+            # Packing happens when the inputs are bound, outside the timed run: only for
+            # weights, which stay the same from run to run (data would be packed untimed).
+            fail(f"{name!r} is data, not a weight: only a model's weights are packed (once, when they are bound)")
+        if dim >= len(inp.shape) or inp.shape[dim] % factor:
+            fail(f"{name!r} has shape {inp.shape}: dimension {dim} must exist and be a multiple of the block {factor}")
+        if sum(1 for x in ss.pure if x.kind == Kind.PACK_INPUT and x.input == name) > 1:
+            fail(f"{name!r} is packed twice for {stage}: one layout per input and stage")
+
+
+def packed_inputs(sched: Schedule) -> dict[tuple[str, str], tuple[int, int]]:
+    """(stage, input) -> (dim, block) of every pack_input of the schedule."""
+    return {
+        (stage, L.need(d.input)): (L.need(d.dim), L.need(d.factor))
+        for stage, ss in sched.stages.items() for d in ss.pure if d.kind == Kind.PACK_INPUT
+    }  # fmt: skip
 
 
 def _check_enclosed(p: Pipeline, sched: Schedule, stage: str) -> None:
@@ -1111,11 +1191,15 @@ def to_source(p: Pipeline, sched: Schedule, lang: str = "cpp") -> str:
             loops = L.initial_loops(s, upd)
             calls = []
             for d in directives:
+                if d.kind == Kind.PACK_INPUT:  # not a schedule call: how the algorithm reads the input
+                    body.append(f"{'#' if py else '//'} {_pack_comment(p, s.name, d)}")
+                    continue
                 target = d.loop or d.x or d.inner
                 rvar = any(lp.rvar for lp in loops if lp.name == target)
                 calls.append(_call_source(d, new_vars, rvar, py))
                 loops = L.apply(loops, d)
-            body.append(head + "".join(f".{c}" for c in calls) + ("" if py else ";"))
+            if calls:
+                body.append(head + "".join(f".{c}" for c in calls) + ("" if py else ";"))
     for _, w in sorted(sched.wrappers.items()):
         body += _wrapper_source(p, w, new_vars, py)
     for v, is_r in sorted(new_vars.items()):
@@ -1156,6 +1240,11 @@ def _call_source(d: Directive, new_vars: dict[str, bool], rvar: bool, py: bool) 
         return f"{kind}({d.consumer}, {d.loop})"
     if kind in (Kind.COMPUTE_INLINE, Kind.COMPUTE_ROOT, Kind.STORE_ROOT):
         return f"{kind}()"
+    if kind == Kind.REORDER_STORAGE:
+        return f"reorder_storage({', '.join(L.need(d.loops))})"
+    if kind == Kind.STORE_IN:
+        return f"store_in({'hl.MemoryType.' if py else 'MemoryType::'}{_camel(L.need(d.memory))})"
+
     if kind == Kind.SPLIT:
         for v in (L.need(d.outer), L.need(d.inner)):
             new_vars.setdefault(v, rvar)
@@ -1178,6 +1267,16 @@ def _call_source(d: Directive, new_vars: dict[str, bool], rvar: bool, py: bool) 
         marked = loop if kind == Kind.PARALLEL else inner
         return f"split({loop}, {loop}, {inner}, {d.factor}{tail_arg}).{kind}({marked})"
     return f"{kind}({loop})"
+
+
+def _pack_comment(p: Pipeline, stage: str, d: Directive) -> str:
+    """What a pack_input means, in the source's terms: the stage reads the input through a
+    buffer packed once when the weights are bound (blocks of the dimension innermost)."""
+    name, dim, f = L.need(d.input), L.need(d.dim), L.need(d.factor)
+    rank = len(p.shape_of(name))
+    idx = [f"i{k}" for k in range(rank)]
+    args = [f"i{dim} % {f}", *reversed(idx[dim + 1 :]), f"i{dim} / {f}", *reversed(idx[:dim])]
+    return f"{stage} reads {name}(i0..i{rank - 1}) as {name}_packed({', '.join(args)}), packed once when the weights are bound"
 
 
 def _camel(s: str) -> str:

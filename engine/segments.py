@@ -131,7 +131,8 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
     def rename(e: E.Expr) -> E.Expr:
         return E.rebuild(e, lambda x: E.Access(ren[x.source], x.index) if isinstance(x, E.Access) else None)
 
-    ins = [Input(ren[n], p.shape_of(n)) for n in seg.inputs]
+    weights = {i.name for i in p.inputs if i.weight}  # a part may pack them (pack_input)
+    ins = [Input(ren[n], p.shape_of(n), weight=n in weights) for n in seg.inputs]
     stages = []
     for n in seg.stages:
         s = p.stage(n)
@@ -143,6 +144,8 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
     cs = Schedule({ren[n]: _renamed(sched.of(n), ren) for n in seg.stages}, sched.name, {w.name: w for w in wraps})
     body = {"p": cp.to_json(), "s": cs.to_json()}
     body["p"].pop("name", None)
+    for i in body["p"]["inputs"]:  # keys (and tuning records) as before inputs said they were weights
+        i.pop("weight", None)
     body["s"].pop("name", None)
     return canonical_hash(body), cp, cs, {v: k for k, v in ren.items()}
 
@@ -155,7 +158,8 @@ def canonical_form(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pip
 
 
 def renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
-    """`ss` with the consumers its compute_at / store_at name renamed by `ren`."""
+    """`ss` with the consumers its compute_at / store_at name (and the inputs its pack_input
+    names) renamed by `ren`."""
     return _renamed(ss, ren)
 
 
@@ -166,7 +170,10 @@ def renamed_wrapper(w: Wrapper, ren: dict[str, str]) -> Wrapper:
 
 
 def _renamed(ss: StageSchedule, ren: dict[str, str]) -> StageSchedule:
-    pure = tuple(replace(d, consumer=ren[d.consumer]) if d.consumer is not None else d for d in ss.pure)
+    pure = tuple(
+        replace(d, consumer=ren[d.consumer]) if d.consumer is not None else replace(d, input=ren[d.input]) if d.input is not None else d
+        for d in ss.pure
+    )
     return StageSchedule(pure, ss.update)
 
 
@@ -184,6 +191,7 @@ class Segmented:
     schedule_source: str = ""
     _compiled: dict[str, HB.Lowered] = field(default_factory=dict)
     _inputs: dict[str, hl.Buffer] = field(default_factory=dict)
+    _arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def unique(self) -> int:
@@ -209,7 +217,7 @@ class Segmented:
             HB.compile_jit(low, profile)
         except ScheduleError as exc:
             real = _CANON.sub(lambda m: pt.names.get(m.group(1), m.group(1)), exc.reason)
-            d = exc.directive and {k: pt.names.get(v, v) if k == "consumer" else v for k, v in exc.directive.items()}
+            d = exc.directive and {k: pt.names.get(v, v) if k in ("consumer", "input") else v for k, v in exc.directive.items()}
             raise ScheduleError(pt.names.get(exc.stage, exc.stage), real, d, exc.index, exc.update) from None
         self.compiles += 1
         _CACHE[ck] = low
@@ -219,6 +227,7 @@ class Segmented:
 
     def bind(self, arrays: dict[str, np.ndarray]) -> list[hl.Buffer]:
         self._inputs = HB.input_buffers(self.pipeline, arrays)
+        self._arrays = arrays  # the weights a part reads packed are packed from these (runner)
         return list(self._inputs.values())
 
     def runner(self, outs: dict[str, np.ndarray]) -> Callable[[], None]:
@@ -226,6 +235,7 @@ class Segmented:
         one whose last reader has run is reused by a later segment's output of its shape."""
         p = self.pipeline
         HB.check_outputs(p, outs)
+        staged = HB.staged_outputs(outs)
         arrays: dict[str, np.ndarray] = {}
         bufs: dict[str, hl.Buffer] = dict(self._inputs)
         last = {n: k for k, pt in enumerate(self.parts) for n in pt.seg.inputs if n in p.stage_map and n not in p.outputs}
@@ -234,17 +244,26 @@ class Segmented:
             for n in pt.seg.outputs:
                 shape = p.stage(n).shape
                 pool = free.get(shape)
-                arrays[n] = outs[n] if n in p.outputs else pool.pop() if pool else np.empty(shape, np.float32)
+                arrays[n] = staged.get(n, outs[n]) if n in p.outputs else pool.pop() if pool else HB.aligned_empty(shape)
                 bufs[n] = hl.Buffer(arrays[n])
             for n in pt.seg.inputs:  # after this segment's outputs are placed: never read and written at once
                 if last.get(n) == k:
                     free.setdefault(arrays[n].shape, []).append(arrays[n])
         steps = []
+        keep: list[np.ndarray] = []
         for k, pt in enumerate(self.parts):
             canon = {v: c for c, v in pt.names.items()}
             binds = [(canon[n], bufs[n]) for n in pt.seg.inputs]
+            packed = self._compiled[pt.key].packed
+            if packed:  # packed once here, not per run (as the whole pipeline's bind does)
+                ins = {canon[n]: self._arrays[n] for n in pt.seg.inputs if n in self._arrays}
+                pairs = HB.packed_buffers(self._compiled[pt.key], ins)
+                binds += [(name, buf) for name, (_, buf) in pairs.items()]
+                keep += [a for a, _ in pairs.values()]  # the buffers' memory (a Buffer does not own it)
             dst = [bufs[n] for n in pt.seg.outputs]
             steps.append((k, pt.key, binds, dst if len(dst) > 1 else dst[0]))
+
+        copies = [(outs[o], a) for o, a in staged.items()]
 
         def run() -> None:
             marker = self.compiled_for == "profile"
@@ -258,9 +277,11 @@ class Segmented:
                 low.hl_pipeline.realize(dst)
                 for name, _ in binds:  # the cached pipeline must not keep this runner's buffers alive
                     low.params[name].reset()
+            for user, a in copies:
+                np.copyto(user, a)
 
         # A plain function, as HB.make_runner's: no method dispatch in the timed call.
-        run.buffers = list(bufs.values())  # type: ignore[attr-defined]
+        run.buffers = [*bufs.values(), *keep]  # type: ignore[attr-defined]
         run.arrays = arrays  # type: ignore[attr-defined]
         return run
 

@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MainWindow
 from app.model import edits
 from engine import zoo
-from engine.schedule import Kind, Schedule, ScheduleError, default_schedule, definition_loops, final_loops, validate
+from engine.schedule import Kind, S, Schedule, ScheduleError, default_schedule, definition_loops, final_loops, validate
 
 
 @pytest.fixture
@@ -409,3 +409,22 @@ def test_the_prediction_of_a_packed_schedule_says_its_copies_are_not_modelled(op
     w.editor.packed_menu.aboutToShow.emit()  # what opening the menu does
     w.editor.packed_menu.actions()[0].trigger()  # remove B.in(prod)
     assert not w.doc.schedule.wrappers and "copies not modelled" not in label.text()
+
+
+def test_a_storage_directive_is_listed_and_not_opened_in_the_form(window: MainWindow) -> None:
+    # The form has no fields for a layout (reorder_storage, store_in, pack_input): opening one
+    # says so in the editor's message bar and changes nothing.
+    doc = window.doc
+    st = doc.pipeline.stage("blur_x")
+    sched = doc.schedule.copy()
+    S(sched, "blur_x").compute_root().reorder_storage(*(d.name for d in reversed(st.dims)))
+    doc.replace_schedule(sched)
+    window.select_stage("blur_x")
+    before = doc.schedule_hash
+    rows = [window.editor.list.item(k).text() for k in range(window.editor.list.count())]
+    assert any("reorder_storage" in r for r in rows)
+    window.editor.list.setCurrentRow(next(k for k, r in enumerate(rows) if "reorder_storage" in r))
+    window.editor.begin_edit()
+    assert "the form does not edit it" in window.editor.error.text()
+    assert not window.editor.form_box.isVisible() and window.editor.editing is None
+    assert doc.schedule_hash == before

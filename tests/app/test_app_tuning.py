@@ -9,6 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from app.tuning.dialog import TuneDialog
 from engine.resources import MODELS_DIR
+from engine.tuning.tasks import extract_tasks
 
 MODEL = str(MODELS_DIR / "small_cnn.onnx")
 
@@ -25,13 +26,15 @@ def _open(window) -> TuneDialog:
 def test_tune_whole_model_fills_tasks_and_curve_and_applies_undoably(qtbot: QtBot, open_window) -> None:
     w = open_window(MODEL, "heuristic")
     d = _open(w)
-    d.trials.setValue(5)
+    # Enough trials for every task's first one (the end-to-end estimate needs them all).
+    trials = 5 + len(extract_tasks(w.doc.pipeline, w.doc.schedule))
+    d.trials.setValue(trials)
     with qtbot.waitSignal(d.service.finished, timeout=300_000):
         d.start_button.click()
     res = d.last_result
-    assert res is not None and res.trials == 5 and not res.cancelled
+    assert res is not None and res.trials == trials and not res.cancelled
     assert d.table.rowCount() == len(res.tasks)
-    assert sum(int(d.table.item(r, 4).text()) for r in range(d.table.rowCount())) == 5
+    assert sum(int(d.table.item(r, 4).text()) for r in range(d.table.rowCount())) == trials
     assert d._points and d._points[-1][1] == res.estimate_ms
     assert d.ort_line.isVisible() and d.ort_line.value() > 0 and "verified" in d.ort_label.text()
     before, commands = w.doc.schedule_hash, w.undo_stack.count()

@@ -1,0 +1,173 @@
+"""Output channels as the vector dimension with packed weights (engine/recipes.py
+conv_channels_block, issue 14 session 11): the schedule language's storage directives
+(`pack_input`, `reorder_storage`, `store_in`) validate, round-trip and export; the heuristic
+uses the recipe on imported convs for 16-lane targets only; the compiled result is verified
+against ONNX Runtime, whole and in segments."""
+
+import gc
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from engine import api, segments
+from engine import halide_backend as HB
+from engine.frontends import import_onnx
+from engine.heuristic import plan
+from engine.recipes import channels_block_fits
+from engine.schedule import Kind, S, Schedule, ScheduleError, packed_inputs, to_source, validate
+from tests.engine.frontends.test_onnx_import import arr, make
+
+AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
+AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
+ZEN4 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_zen4-f16c-fma-sse41"
+
+
+def conv_model(tmp_path, ci, co, h, k, residual=False):
+    """conv (+ bias) -> ReLU, or a residual pair: relu(conv_a(x) + conv_b(x))."""
+    pad = [k // 2] * 4
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], kernel_shape=[k, k], pads=pad)]
+    inits = {"wa": arr(co, ci, k, k, lo=-0.1, hi=0.1), "ba": arr(co)}
+    if residual:
+        nodes.append(helper.make_node("Conv", ["x", "wb", "bb"], ["b"], kernel_shape=[k, k], pads=pad))
+        inits |= {"wb": arr(co, ci, k, k, lo=-0.1, hi=0.1), "bb": arr(co)}
+        nodes.append(helper.make_node("Add", ["a", "b"], ["s"]))
+    nodes.append(helper.make_node("Relu", ["s" if residual else "a"], ["y"]))
+    path = make(tmp_path, nodes, [("x", (1, ci, h, h))], inits, name=f"c{ci}_{co}_{h}_{k}{'r' if residual else ''}")
+    return import_onnx(path, tmp_path).pipeline
+
+
+def convs(p):
+    return [s.name for s in p.stages if s.op == "conv2d"]
+
+
+@pytest.mark.parametrize(("ci", "co", "h", "k", "residual"), [(64, 64, 7, 1, False), (32, 64, 14, 3, False), (32, 32, 7, 3, True)])
+def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path, ci, co, h, k, residual):
+    p = conv_model(tmp_path, ci, co, h, k, residual)
+    pl = plan(p, AVX512)
+    s = pl.schedule
+    packs = packed_inputs(s)
+    assert {st for st, _ in packs} == set(convs(p))
+    assert all(dim == 0 and blk == 16 for dim, blk in packs.values())
+    for cv in convs(p):
+        kinds = [d.kind for d in s.of(cv).pure]
+        assert Kind.REORDER_STORAGE in kinds and Kind.STORE_IN in kinds
+        assert "conv_channels_block" in pl.rules[cv]
+    validate(p, s)
+    # Run on this host (any x86: the schedule's vectors are legal everywhere), against ONNX Runtime.
+    run, v = api.run_once(p, s, seed=3)
+    assert run["method"].startswith("ONNX Runtime") and v.ok, v.message
+    # The same schedule in segments (a ResNet-50's path): each part binds its packed weights.
+    whole, parts = HB.lower(p, s), segments.lower(p, s, segmented=True)
+    outs = []
+    for low in (whole, parts):
+        low.compile()
+        keep = low.bind(run["inputs"])
+        out = HB.output_arrays(p)
+        go = low.runner(out)
+        gc.collect()  # the packed copies must outlive the bind: memory freed now would be reused here
+        junk = [np.full(HB.pack_array_shape(p.shape_of(i), 0, 16), np.nan, np.float32) for _, i in packed_inputs(s)]
+        go()
+        assert np.isfinite(out[p.outputs[0]]).all()
+        del junk
+        outs.append(out[p.outputs[0]])
+        del keep
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+
+
+def test_the_recipe_is_only_for_full_width_16_lane_targets_and_small_one_tap_planes(tmp_path):
+    p = conv_model(tmp_path, 64, 64, 7, 1)
+    for target in (AVX2, ZEN4):
+        assert channels_block_fits(p, tuple(convs(p)), target) is None
+        assert not packed_inputs(plan(p, target).schedule)
+    assert channels_block_fits(p, tuple(convs(p)), AVX512) == (4, 7)
+    assert channels_block_fits(conv_model(tmp_path, 64, 64, 56, 1), ("a",), AVX512) is None  # 1x1 at 56: not
+    assert channels_block_fits(conv_model(tmp_path, 16, 64, 56, 3), ("a",), AVX512) == (4, 7)  # 3x3 at 56: yes
+    assert channels_block_fits(conv_model(tmp_path, 64, 40, 7, 1), ("a",), AVX512) is None  # 40 channels: no whole block
+
+
+def test_storage_directives_validate_round_trip_and_export(tmp_path):
+    p = conv_model(tmp_path, 64, 64, 7, 1)
+    conv, weight = "a", next(i.name for i in p.inputs if i.weight and len(i.shape) == 4)
+    data = next(i.name for i in p.inputs if not i.weight)
+    s = plan(p, AVX512).schedule
+    again = Schedule.loads(s.dumps())
+    assert again.content_hash() == s.content_hash() and packed_inputs(again) == packed_inputs(s)
+    cpp, py = to_source(p, s), to_source(p, s, "python")
+    assert "reorder_storage(c, x, y, n)" in cpp and "store_in(MemoryType::Register)" in cpp
+    assert "store_in(hl.MemoryType.Register)" in py
+    assert f"{weight}_packed(i0 % 16, i3, i2, i1, i0 / 16)" in cpp
+
+    def bad(build, match):
+        t = Schedule()
+        build(S(t, conv))
+        with pytest.raises(ScheduleError, match=match):
+            validate(p, t)
+
+    bad(lambda b: b.pack_input(data, 1, 16), "data, not a weight")
+    bad(lambda b: b.pack_input(weight, 0, 48), "multiple of the block 48")
+    bad(lambda b: b.pack_input(weight, 4, 2), "dimension 4 must exist")
+    bad(lambda b: b.pack_input("nope", 0, 16), "not an input that a reads")
+    bad(lambda b: b.reorder_storage("c", "x", "y"), "names each of the stage's dims once")
+    bad(lambda b: b.pack_input(weight, 0, 16).pack_input(weight, 0, 32), "packed twice")
+    t = Schedule()
+    S(t, p.outputs[0]).reorder_storage("c", "x", "y", "n")
+    with pytest.raises(ScheduleError, match="an output's buffer"):
+        validate(p, t)
+    with pytest.raises(ScheduleError, match="not the update's"):
+        Schedule.from_json({"stages": {conv: {"pure": [], "update": [{"kind": "store_in", "memory": "register"}]}}})
+    with pytest.raises(ScheduleError, match="memory must be one of"):
+        Schedule.from_json({"stages": {conv: {"pure": [{"kind": "store_in", "memory": "gpu"}]}}})
+
+
+def test_pack_array_puts_the_block_innermost():
+    w = np.arange(32 * 3 * 2 * 2, dtype=np.float32).reshape(32, 3, 2, 2)
+    packed = HB.pack_array(w, 0, 16)
+    assert packed.shape == (2, 3, 2, 2, 16) == HB.pack_array_shape(w.shape, 0, 16) and packed.flags.c_contiguous
+    for co in (0, 5, 16, 31):
+        np.testing.assert_array_equal(packed[co // 16, :, :, :, co % 16], w[co])
+    m = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(HB.pack_array(m, 1, 3)[:, 1, 2], m[:, 5])
+
+
+def misaligned(shape, rng):
+    """A float32 array whose data is 16 bytes past a 64-byte boundary (numpy's small arrays are)."""
+    n = int(np.prod(shape))
+    raw = np.empty(n + 32, np.float32)
+    start = ((-raw.ctypes.data % 64) + 16) // 4
+    out = raw[start : start + n].reshape(shape)
+    out[...] = rng.uniform(-1, 1, shape)
+    assert out.ctypes.data % 64 == 16
+    return out
+
+
+@pytest.mark.parametrize("segmented", [False, True])
+def test_a_caller_s_unaligned_output_array_gets_the_right_answer(tmp_path, segmented):
+    """Halide, told a packed schedule's buffer bounds, emits aligned vector accesses to the
+    outputs: a caller's 16-byte-aligned output (a ResNet-50 segfaulted) is staged through an
+    aligned one and copied back; the engine's own arrays are aligned."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["a"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
+    ]
+    inits = {"w": arr(64, 32, 3, 3, lo=-0.1, hi=0.1), "b": arr(64), "fw": arr(1000, 64, lo=-0.1, hi=0.1), "fb": arr(1000)}
+    p = import_onnx(make(tmp_path, nodes, [("x", (1, 32, 7, 7))], inits, name="head"), tmp_path).pipeline
+    s = plan(p, AVX512).schedule
+    assert packed_inputs(s)
+    rng = np.random.default_rng(5)
+    inputs = {i.name: rng.uniform(-0.2, 0.2, i.shape).astype(np.float32) for i in p.inputs}
+    low = segments.lower(p, s, segmented=True) if segmented else HB.lower(p, s)
+    low.compile()
+    keep = low.bind(inputs)
+    ours = HB.output_arrays(p)
+    assert all(HB.is_aligned(a) for a in ours.values())
+    theirs = {o: misaligned(a.shape, rng) for o, a in ours.items()}
+    low.runner(ours)()
+    low.runner(theirs)()
+    del keep
+    o = p.outputs[0]
+    np.testing.assert_array_equal(theirs[o], ours[o])
+    assert np.abs(ours[o]).max() > 0
