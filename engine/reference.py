@@ -40,7 +40,8 @@ def load_weights(p: Pipeline) -> dict[str, np.ndarray]:
 
 def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
     """Weights from the weights file; recorded inputs when the import recorded some (their
-    reference outputs were recorded with them); otherwise uniform random data."""
+    reference outputs were recorded with them); otherwise uniform random data (also for the
+    weights of a pipeline with no weights file, such as a tuning task's segment)."""
     rng = np.random.default_rng(seed)
     stored = load_weights(p)
     dtypes = p.source.get("input_dtypes", {})  # an imported integer input: integers in [low, high)
@@ -49,7 +50,7 @@ def make_inputs(p: Pipeline, seed: int = 0) -> dict[str, np.ndarray]:
         key = i.name if i.weight else f"input::{i.name}"
         if key in stored:
             out[i.name] = np.ascontiguousarray(stored[key], dtype=np.float32)
-        elif i.weight:
+        elif i.weight and p.source.get("weights"):  # without a weights file (a segment, a built-in) weights are random data
             raise ValueError(f"pipeline {p.name!r}: weight {i.name!r} is missing from {p.source.get('weights')}")
         elif dtypes.get(i.name) == "bool":
             out[i.name] = rng.integers(0, 2, size=i.shape).astype(np.float32)

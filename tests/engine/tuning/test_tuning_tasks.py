@@ -98,3 +98,17 @@ def test_a_schedule_transfers_to_a_similar_task_of_another_shape():
     net_p = repeated_net()
     other = next(t for t in extract_tasks(net_p, heuristic_schedule(net_p)) if t.signature != a.signature)
     assert transfer(other.start, a) is None  # other operators: no stage names in common
+
+
+def test_every_task_of_an_imported_model_runs_on_its_own():
+    # an imported model's weights are flagged (a part may pack them); a task's segment has no
+    # weights file of its own, so its runs get random data for them instead of failing
+    from engine.frontends.onnx_import import import_onnx
+    from engine.resources import MODELS_DIR
+
+    p = import_onnx(str(MODELS_DIR / "small_cnn.onnx")).pipeline
+    tasks = extract_tasks(p, heuristic_schedule(p))
+    assert any(i.weight for t in tasks for i in t.pipeline.inputs)
+    for t in tasks:
+        _, v = api.run_once(t.pipeline, t.start)
+        assert v.ok, f"{t.key}: {v.message}"
