@@ -18,6 +18,7 @@ import numpy as np
 
 from . import expr as E
 from . import loops as L
+from .fpenv import flush_denormals
 from .ir import Pipeline, Stage
 from .schedule import (
     COMPUTE_KINDS,
@@ -52,6 +53,10 @@ _PROFILE_LINE = re.compile(r"^\s+([A-Za-z_][\w$.]*):\s+([0-9.]+)ms\s+\(")
 # shapes, checked in Python (bind_inputs, make_runner). With a hundred weight inputs those
 # branches made LLVM's compile of a ResNet-50 about 2x slower, and they never fire here.
 CODEGEN_FEATURES = (hl.TargetFeature.NoAsserts, hl.TargetFeature.NoBoundsQuery)
+# Compiled code runs with denormals flushed (engine/fpenv.py: lanes computed past a row can
+# hold denormal garbage, and an FMA on one costs ~100 cycles): this thread now, and the
+# thread that makes a runner (threads started later, Halide's pool among them, inherit it).
+flush_denormals()
 
 
 def host_target(profile: bool = False) -> hl.Target:
@@ -490,6 +495,7 @@ def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
     """A zero-argument callable that realizes into `outs` (numpy memory, no copies)."""
     assert low.hl_pipeline is not None
     check_outputs(low.pipeline, outs)
+    flush_denormals()
     staged = staged_outputs(outs)
     bufs = [hl.Buffer(staged.get(o, outs[o])) for o in low.pipeline.outputs]
     hp = low.hl_pipeline

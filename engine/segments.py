@@ -25,6 +25,7 @@ import numpy as np
 
 from . import expr as E
 from . import halide_backend as HB
+from .fpenv import flush_denormals
 from .ir import Input, Pipeline, Stage, canonical_hash
 from .schedule import Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
 
@@ -235,6 +236,7 @@ class Segmented:
         one whose last reader has run is reused by a later segment's output of its shape."""
         p = self.pipeline
         HB.check_outputs(p, outs)
+        flush_denormals()
         staged = HB.staged_outputs(outs)
         arrays: dict[str, np.ndarray] = {}
         bufs: dict[str, hl.Buffer] = dict(self._inputs)
