@@ -23,17 +23,18 @@ AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
 ZEN4 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-avx512_zen4-f16c-fma-sse41"
 
 
-def conv_model(tmp_path, ci, co, h, k, residual=False):
+def conv_model(tmp_path, ci, co, h, k, residual=False, stride=1):
     """conv (+ bias) -> ReLU, or a residual pair: relu(conv_a(x) + conv_b(x))."""
     pad = [k // 2] * 4
-    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], kernel_shape=[k, k], pads=pad)]
+    st = [stride, stride]
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], kernel_shape=[k, k], pads=pad, strides=st)]
     inits = {"wa": arr(co, ci, k, k, lo=-0.1, hi=0.1), "ba": arr(co)}
     if residual:
-        nodes.append(helper.make_node("Conv", ["x", "wb", "bb"], ["b"], kernel_shape=[k, k], pads=pad))
+        nodes.append(helper.make_node("Conv", ["x", "wb", "bb"], ["b"], kernel_shape=[k, k], pads=pad, strides=st))
         inits |= {"wb": arr(co, ci, k, k, lo=-0.1, hi=0.1), "bb": arr(co)}
         nodes.append(helper.make_node("Add", ["a", "b"], ["s"]))
     nodes.append(helper.make_node("Relu", ["s" if residual else "a"], ["y"]))
-    path = make(tmp_path, nodes, [("x", (1, ci, h, h))], inits, name=f"c{ci}_{co}_{h}_{k}{'r' if residual else ''}")
+    path = make(tmp_path, nodes, [("x", (1, ci, h, h))], inits, name=f"c{ci}_{co}_{h}_{k}{'r' if residual else ''}_s{stride}")
     return import_onnx(path, tmp_path).pipeline
 
 
@@ -41,9 +42,12 @@ def convs(p):
     return [s.name for s in p.stages if s.op == "conv2d"]
 
 
-@pytest.mark.parametrize(("ci", "co", "h", "k", "residual"), [(64, 64, 7, 1, False), (32, 64, 14, 3, False), (32, 32, 7, 3, True)])
-def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path, ci, co, h, k, residual):
-    p = conv_model(tmp_path, ci, co, h, k, residual)
+@pytest.mark.parametrize(
+    ("ci", "co", "h", "k", "residual", "stride"),
+    [(64, 64, 7, 1, False, 1), (32, 64, 14, 3, False, 1), (32, 32, 7, 3, True, 1), (32, 64, 28, 3, False, 2), (32, 64, 28, 1, True, 2)],
+)
+def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path, ci, co, h, k, residual, stride):
+    p = conv_model(tmp_path, ci, co, h, k, residual, stride)
     pl = plan(p, AVX512)
     s = pl.schedule
     packs = packed_inputs(s)
