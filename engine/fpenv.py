@@ -53,5 +53,5 @@ def flush_denormals(flush: bool = True) -> bool:
         return False
     bits = int.from_bytes(bytes(env[_MXCSR_OFFSET : _MXCSR_OFFSET + 4]), "little")
     bits = bits | FTZ_DAZ if flush else bits & ~FTZ_DAZ
-    env[_MXCSR_OFFSET : _MXCSR_OFFSET + 4] = bits.to_bytes(4, "little")
+    ctypes.memmove(ctypes.addressof(env) + _MXCSR_OFFSET, bits.to_bytes(4, "little"), 4)
     return lib.fesetenv(env) == 0 and ((mxcsr() or 0) & FTZ_DAZ == FTZ_DAZ) == flush
