@@ -175,3 +175,22 @@ def test_a_caller_s_unaligned_output_array_gets_the_right_answer(tmp_path, segme
     o = p.outputs[0]
     np.testing.assert_array_equal(theirs[o], ours[o])
     assert np.abs(ours[o]).max() > 0
+
+
+def test_a_padding_read_whole_by_each_channel_block_is_computed_once_at_root(tmp_path):
+    # conv 1x1 -> ReLU -> pad -> 3x3 conv of 128 channels: two channel blocks of the packed
+    # conv each read the whole padding; computed per block it was computed twice.
+    nodes = [
+        helper.make_node("Conv", ["x", "wa", "ba"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "wb", "bb"], ["b"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["b"], ["y"]),
+    ]
+    inits = {"wa": arr(128, 64, 1, 1, lo=-0.1, hi=0.1), "ba": arr(128), "wb": arr(128, 128, 3, 3, lo=-0.1, hi=0.1), "bb": arr(128)}
+    p = import_onnx(make(tmp_path, nodes, [("x", (1, 64, 14, 14))], inits, name="pad_twice"), tmp_path).pipeline
+    pl = plan(p, AVX512)
+    pad = next(s.name for s in p.stages if s.op == "pad")
+    assert "conv_channels_block" in pl.rules[next(c for c in convs(p) if p.stage(c).rdom[1].extent == 3)]
+    assert pl.rules[pad].startswith("root"), pl.rules[pad]
+    run, v = api.run_once(p, pl.schedule, seed=1)
+    assert v.ok, v.message
