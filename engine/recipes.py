@@ -1062,7 +1062,11 @@ def dense_output(
     vw = dividing(vector_target(target).lanes, n)
     pb = dividing(panel, m)
     S(s, f).vectorize(j, vw).parallel(i, pb)
-    u = S(s, f).update().split(i, i, f"{i}_p", pb).split(j, j, f"{j}_v", vw).split(j, j, f"{j}_u", dividing(vecs, n // vw))
+    # The column block: any divisor of the vectors (1000 columns = 125 x 8: 5 accumulators, where
+    # the power of two that divides was 1; ResNet-50's GAP + Gemm head 0.85 -> 0.64-0.76 ms, ORT
+    # 0.54, Sapphire Rapids, 1 thread).
+    ju = max(d for d in range(1, min(vecs, n // vw) + 1) if (n // vw) % d == 0)
+    u = S(s, f).update().split(i, i, f"{i}_p", pb).split(j, j, f"{j}_v", vw).split(j, j, f"{j}_u", ju)
     u.split(k, k, f"{k}_u", dividing(kunroll, p.stage(f).rdom[0].extent))
     u.reorder(f"{j}_v", f"{j}_u", f"{k}_u", k, j, f"{i}_p", i)  # i, i_p, j, k, k_u, j_u, j_v
     u.vectorize(f"{j}_v").unroll(f"{j}_u").unroll(f"{k}_u").parallel(i)

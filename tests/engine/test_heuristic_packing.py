@@ -11,7 +11,7 @@ from engine.heuristic import heuristic_schedule, plan
 from engine.ir import Dim, Pipeline, Stage
 from engine.ops import Builder
 from engine.recipes import VectorTarget, packed_rhs
-from engine.schedule import Schedule, wrapper_dims
+from engine.schedule import Kind, Schedule, wrapper_dims
 from engine.tuning import apply_tasks, extract_tasks
 
 AVX512 = VectorTarget("x86-64-linux-avx-avx2-avx512-fma", 16, 32)
@@ -150,3 +150,15 @@ def test_a_rule_whose_copy_does_not_validate_falls_back(monkeypatch):
     p = layers(128, 256, 768)
     pl = plan(p, AVX512)
     assert "(matmul_panels)" not in pl.rules["fc0"] and not pl.schedule.wrappers
+
+
+def test_a_root_matmul_s_column_block_is_any_divisor_of_its_vectors():
+    # 1000 columns on 16 lanes: vectors of 8 (the power of two that divides), 125 of them,
+    # blocked by 5 (not by 1, the largest power of two dividing 125): 5 accumulators
+    p = layers(4, 64, 1000, tail=False)
+    pl = plan(p, AVX512)
+    assert "dense_output" in pl.rules["fc0"], pl.rules["fc0"]
+    factors = {d.inner: d.factor for d in pl.schedule.of("fc0").update if d.kind == Kind.SPLIT}
+    assert factors["j_v"] == 8 and factors["j_u"] == 5
+    arrays = inputs(p)
+    np.testing.assert_allclose(run(p, pl.schedule, arrays), reference(p, arrays, 1, False), rtol=1e-4, atol=1e-4)
