@@ -712,6 +712,14 @@ def conv_block(
 CHANNELS_MAX_WIDTH = 28
 CHANNELS_VECTORS = 4
 CHANNELS_X = 7
+# Shortest reduction per output (input channels x taps) the channels block takes: its tile is
+# stored as channel vectors into NCHW planes (a scatter per vector), which a short reduction
+# cannot pay for. Sapphire Rapids, 1 thread, vs conv_block: SqueezeNet's first conv (3 -> 64,
+# 3x3 stride 2, 27 per output) 1.53 -> 4.10 ms. Strided convs: measured faster from 256 (the
+# 1x1 downsamples, 3x3 at 128+ channels); ResNet-50's first conv (7x7 stride 2, 147) was
+# 2.18x -> 1.93x ORT in one run and 1.58x -> 1.82x in another, so it stays with conv_block.
+CHANNELS_MIN_REDUCTION = 32
+STRIDED_MIN_REDUCTION = 256
 
 
 def conv_weight(p: Pipeline, conv: str) -> str | None:
@@ -731,7 +739,8 @@ def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | Vecto
     (a conv and the residual ones computed at the same tile), or None where it does not
     apply: a 16-lane target with 32 registers at full width (not split_wide: unmeasured),
     convs of stride 1 or 2 (1x1 convs over output planes at most CHANNELS_MAX_WIDTH wide),
-    each with its weight as `W[c, rc, ry, rx]`, their channels a multiple of the block. Two
+    each with its weight as `W[c, rc, ry, rx]`, their channels a multiple of the block, at
+    least CHANNELS_MIN_REDUCTION products per output (STRIDED_MIN_REDUCTION strided). Two
     convs at one tile split the accumulators (both blocks are live at once). A stride only
     spaces the x positions' broadcasts: ResNet-50's strided 3x3 convs (Sapphire Rapids, 1
     thread, CPU time vs ORT, conv_block -> this) 128 at 56->28 2.58x -> 1.45x, 256 at
@@ -748,6 +757,8 @@ def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | Vecto
     for cv in convs:
         st = p.stage(cv)
         if st.op != "conv2d" or p.shape_of(cv) != p.shape_of(convs[0]) or conv_weight(p, cv) is None or x_stride(p, cv) > 2:
+            return None
+        if math.prod(d.extent for d in st.rdom) < (STRIDED_MIN_REDUCTION if x_stride(p, cv) > 1 else CHANNELS_MIN_REDUCTION):
             return None
     return vecs, min(CHANNELS_X, w)
 

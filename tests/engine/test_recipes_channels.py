@@ -44,7 +44,7 @@ def convs(p):
 
 @pytest.mark.parametrize(
     ("ci", "co", "h", "k", "residual", "stride"),
-    [(64, 64, 7, 1, False, 1), (32, 64, 14, 3, False, 1), (32, 32, 7, 3, True, 1), (32, 64, 28, 3, False, 2), (32, 64, 28, 1, True, 2)],
+    [(64, 64, 7, 1, False, 1), (32, 64, 14, 3, False, 1), (32, 32, 7, 3, True, 1), (32, 64, 28, 3, False, 2), (256, 64, 28, 1, True, 2)],
 )
 def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path, ci, co, h, k, residual, stride):
     p = conv_model(tmp_path, ci, co, h, k, residual, stride)
@@ -88,6 +88,10 @@ def test_the_recipe_is_only_for_full_width_16_lane_targets_and_small_one_tap_pla
     assert channels_block_fits(conv_model(tmp_path, 64, 64, 56, 1), ("a",), AVX512) is None  # 1x1 at 56: not
     assert channels_block_fits(conv_model(tmp_path, 16, 64, 56, 3), ("a",), AVX512) == (4, 7)  # 3x3 at 56: yes
     assert channels_block_fits(conv_model(tmp_path, 64, 40, 7, 1), ("a",), AVX512) is None  # 40 channels: no whole block
+    # a short reduction per output cannot pay for storing channel vectors into planes
+    assert channels_block_fits(conv_model(tmp_path, 3, 64, 56, 3), ("a",), AVX512) is None  # 27 products
+    assert channels_block_fits(conv_model(tmp_path, 3, 64, 56, 7, stride=2), ("a",), AVX512) is None  # strided, 147
+    assert channels_block_fits(conv_model(tmp_path, 32, 64, 28, 3, stride=2), ("a",), AVX512) == (4, 7)  # strided, 288
 
 
 def test_storage_directives_validate_round_trip_and_export(tmp_path):
