@@ -32,13 +32,19 @@ def _libm() -> ctypes.CDLL | None:
     return ctypes.CDLL(name) if name else None
 
 
-def mxcsr() -> int | None:
-    """This thread's MXCSR (None where it can't be read)."""
+def _fenv() -> tuple[ctypes.Array[ctypes.c_ubyte], int] | None:
+    """This thread's fenv_t and the MXCSR in it (None where it can't be read)."""
     lib = _libm()
     env = (ctypes.c_ubyte * _FENV_BYTES)()
     if lib is None or lib.fegetenv(env) != 0:
         return None
-    return int.from_bytes(bytes(env[_MXCSR_OFFSET : _MXCSR_OFFSET + 4]), "little")
+    return env, int.from_bytes(bytes(env[_MXCSR_OFFSET : _MXCSR_OFFSET + 4]), "little")
+
+
+def mxcsr() -> int | None:
+    """This thread's MXCSR (None where it can't be read)."""
+    got = _fenv()
+    return got and got[1]
 
 
 def flush_denormals(flush: bool = True) -> bool:
@@ -48,10 +54,10 @@ def flush_denormals(flush: bool = True) -> bool:
     lib = _libm()
     if lib is None or (flush and os.environ.get("SCHEDULE_EXPLORER_DENORMALS", "") == "keep"):
         return False
-    env = (ctypes.c_ubyte * _FENV_BYTES)()
-    if lib.fegetenv(env) != 0:
+    got = _fenv()
+    if got is None:
         return False
-    bits = int.from_bytes(bytes(env[_MXCSR_OFFSET : _MXCSR_OFFSET + 4]), "little")
+    env, bits = got
     bits = bits | FTZ_DAZ if flush else bits & ~FTZ_DAZ
     ctypes.memmove(ctypes.addressof(env) + _MXCSR_OFFSET, bits.to_bytes(4, "little"), 4)
     return lib.fesetenv(env) == 0 and ((mxcsr() or 0) & FTZ_DAZ == FTZ_DAZ) == flush
