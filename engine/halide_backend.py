@@ -146,7 +146,14 @@ def _packed_param(
 
 def pack_array(a: np.ndarray, dim: int, blk: int) -> np.ndarray:
     """`a` with dimension `dim` cut into blocks of `blk`, the block moved innermost:
-    [..., n, ...] -> [..., n / blk, ..., blk], contiguous (what a packed param reads)."""
+    [..., n, ...] -> [..., ceil(n / blk), ..., blk], contiguous (what a packed param reads).
+    A last partial block is padded with zeros: a kernel that computes whole channel vectors
+    (1000 classes in blocks of 16) reads the padding as zero weights, never past the buffer."""
+    n = a.shape[dim]
+    if n % blk:
+        pad = [(0, 0)] * a.ndim
+        pad[dim] = (0, -n % blk)
+        a = np.pad(a, pad)
     shape = a.shape
     split = np.moveaxis(a.reshape(*shape[:dim], shape[dim] // blk, blk, *shape[dim + 1 :]), dim + 1, -1)
     out = aligned_empty(split.shape)  # aligned as the engine's outputs are (ALIGN_BYTES)
@@ -390,7 +397,7 @@ def static_bounds(low: Lowered) -> None:
 
 def pack_array_shape(shape: tuple[int, ...], dim: int, blk: int) -> tuple[int, ...]:
     """The shape `pack_array` gives an array of `shape`."""
-    return (*shape[:dim], shape[dim] // blk, *shape[dim + 1 :], blk)
+    return (*shape[:dim], -(-shape[dim] // blk), *shape[dim + 1 :], blk)
 
 
 def compile_jit(low: Lowered, profile: bool = False) -> float:

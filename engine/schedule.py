@@ -1002,8 +1002,8 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
 def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: int) -> None:
     """A storage directive of stage `stage` (not inlined): an output's buffer is the caller's
     (its layout and memory are not the schedule's to choose); reorder_storage names each of
-    the stage's dims once; a packed input is a weight the stage reads, the block dividing
-    the dimension, packed once per stage."""
+    the stage's dims once; a packed input is a weight the stage reads, packed once per stage
+    (a last partial block padded with zeros: `halide_backend.pack_array`)."""
     st = p.stage(stage)
 
     def fail(msg: str) -> None:
@@ -1020,7 +1020,7 @@ def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: 
         if sorted(names) != sorted(dims):
             fail(f"reorder_storage names each of the stage's dims once ({', '.join(dims)}), innermost first")
     elif d.kind == Kind.PACK_INPUT:
-        name, dim, factor = L.need(d.input), L.need(d.dim), L.need(d.factor)
+        name, dim = L.need(d.input), L.need(d.dim)
         inp = next((i for i in p.inputs if i.name == name), None)
         if inp is None or name not in st.sources():
             fail(f"{name!r} is not an input that {stage} reads")
@@ -1029,8 +1029,8 @@ def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: 
             # Packing happens when the inputs are bound, outside the timed run: only for
             # weights, which stay the same from run to run (data would be packed untimed).
             fail(f"{name!r} is data, not a weight: only a model's weights are packed (once, when they are bound)")
-        if dim >= len(inp.shape) or inp.shape[dim] % factor:
-            fail(f"{name!r} has shape {inp.shape}: dimension {dim} must exist and be a multiple of the block {factor}")
+        if dim >= len(inp.shape):
+            fail(f"{name!r} has shape {inp.shape}: it has no dimension {dim} to pack")
         if sum(1 for x in ss.pure if x.kind == Kind.PACK_INPUT and x.input == name) > 1:
             fail(f"{name!r} is packed twice for {stage}: one layout per input and stage")
 

@@ -44,7 +44,17 @@ def convs(p):
 
 @pytest.mark.parametrize(
     ("ci", "co", "h", "k", "residual", "stride"),
-    [(64, 64, 7, 1, False, 1), (32, 64, 14, 3, False, 1), (32, 32, 7, 3, True, 1), (32, 64, 28, 3, False, 2), (256, 64, 28, 1, True, 2)],
+    [
+        (64, 64, 7, 1, False, 1),
+        (32, 64, 14, 3, False, 1),
+        (32, 32, 7, 3, True, 1),
+        (32, 64, 28, 3, False, 2),
+        (256, 64, 28, 1, True, 2),
+        # channels not whole vectors: weights and biases packed with zeros, the last block guarded
+        (64, 1000, 7, 1, False, 1),
+        (32, 56, 14, 3, False, 1),
+        (32, 88, 7, 3, True, 1),
+    ],
 )
 def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path, ci, co, h, k, residual, stride):
     p = conv_model(tmp_path, ci, co, h, k, residual, stride)
@@ -87,7 +97,13 @@ def test_the_recipe_is_only_for_full_width_16_lane_targets_and_small_one_tap_pla
     assert channels_block_fits(p, tuple(convs(p)), AVX512) == (4, 7)
     assert channels_block_fits(conv_model(tmp_path, 64, 64, 56, 1), ("a",), AVX512) is None  # 1x1 at 56: not
     assert channels_block_fits(conv_model(tmp_path, 16, 64, 56, 3), ("a",), AVX512) == (4, 7)  # 3x3 at 56: yes
-    assert channels_block_fits(conv_model(tmp_path, 64, 40, 7, 1), ("a",), AVX512) is None  # 40 channels: no whole block
+    # whole blocks of vectors: 96 = 2 blocks of 3; 40 = 3 vectors, the last half padding
+    assert channels_block_fits(conv_model(tmp_path, 64, 96, 7, 1), ("a",), AVX512) == (3, 7)
+    assert channels_block_fits(conv_model(tmp_path, 64, 40, 7, 1), ("a",), AVX512) == (3, 7)
+    assert channels_block_fits(conv_model(tmp_path, 64, 24, 7, 1), ("a",), AVX512) is None  # a third padding
+    assert channels_block_fits(conv_model(tmp_path, 64, 80, 7, 1), ("a",), AVX512) is None  # 5 vectors: 1 a block
+    p48 = conv_model(tmp_path, 64, 48, 7, 1, residual=True)
+    assert channels_block_fits(p48, tuple(convs(p48)), AVX512) is None  # 3 vectors for 2 convs
     # a short reduction per output cannot pay for storing channel vectors into planes
     assert channels_block_fits(conv_model(tmp_path, 3, 64, 56, 3), ("a",), AVX512) is None  # 27 products
     assert channels_block_fits(conv_model(tmp_path, 3, 64, 56, 7, stride=2), ("a",), AVX512) is None  # strided, 147
@@ -113,8 +129,7 @@ def test_storage_directives_validate_round_trip_and_export(tmp_path):
             validate(p, t)
 
     bad(lambda b: b.pack_input(data, 1, 16), "data, not a weight")
-    bad(lambda b: b.pack_input(weight, 0, 48), "multiple of the block 48")
-    bad(lambda b: b.pack_input(weight, 4, 2), "dimension 4 must exist")
+    bad(lambda b: b.pack_input(weight, 4, 2), "no dimension 4 to pack")
     bad(lambda b: b.pack_input("nope", 0, 16), "not an input that a reads")
     bad(lambda b: b.reorder_storage("c", "x", "y"), "names each of the stage's dims once")
     bad(lambda b: b.pack_input(weight, 0, 16).pack_input(weight, 0, 32), "packed twice")
@@ -136,6 +151,22 @@ def test_pack_array_puts_the_block_innermost():
         np.testing.assert_array_equal(packed[co // 16, :, :, :, co % 16], w[co])
     m = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
     np.testing.assert_array_equal(HB.pack_array(m, 1, 3)[:, 1, 2], m[:, 5])
+    # a last partial block is padded with zeros (1000 classes in blocks of 16: 63 blocks)
+    b = np.arange(1, 41, dtype=np.float32)
+    pb = HB.pack_array(b, 0, 16)
+    assert pb.shape == (3, 16) == HB.pack_array_shape(b.shape, 0, 16)
+    np.testing.assert_array_equal(pb.reshape(-1)[:40], b)
+    assert not pb.reshape(-1)[40:].any()
+
+
+def test_a_channel_tail_packs_every_read_along_c_and_guards_the_last_block(tmp_path):
+    p = conv_model(tmp_path, 64, 1000, 7, 1)
+    s = plan(p, AVX512).schedule
+    assert packed_inputs(s) == {("a", "wa"): (0, 16), ("a", "ba"): (0, 16)}
+    first = s.of(p.outputs[0]).pure[0]
+    assert first.kind == Kind.SPLIT and first.factor == 48 and first.tail == "guard_with_if"
+    # whole vectors: no guard, the bias read as it is
+    assert packed_inputs(plan(conv_model(tmp_path, 64, 96, 7, 1), AVX512).schedule) == {("a", "wa"): (0, 16)}
 
 
 def misaligned(shape, rng):
