@@ -22,8 +22,9 @@ The rules, decided consumers first:
    that padding goes to root, and its producer per strip of the padding. Not a conv (it
    goes to root, register-blocked in its own buffer).
 4. Root: a pointwise stage in parallel strips of rows, vectorized along its innermost
-   dim; a conv register-blocked in its own buffer (conv_root_rows where its rows may
-   round up to whole vectors, else conv_root_block); a matmul
+   dim; a conv register-blocked in its own buffer (conv_root_channels, channel vectors
+   in a channels-innermost buffer, where every reader is a channels block's; else
+   conv_root_rows where its rows may round up to whole vectors, else conv_root_block); a matmul
    accumulating in its own buffer (dense_output), or, where packing B pays
    (recipes.packed_rhs), in column panels of exact register blocks with B packed per
    panel (matmul_panels_root); any other reduction
@@ -49,6 +50,7 @@ from .recipes import (
     conv_block,
     conv_channels_block,
     conv_root_block,
+    conv_root_channels,
     conv_root_rows,
     dense_output,
     depthwise_block,
@@ -119,6 +121,9 @@ class _Heuristic:
         self.also: dict[str, list[str]] = {}  # anchor -> more convs blocked at its tiles (a residual add of two)
         # Where a stage's producers may be computed: (root stage, loop), or None for "at root".
         self.host: dict[str, tuple[str, str] | None] = {}
+        # Stages of a channels block (its convs broadcast their inputs, its tile is channel
+        # vectors): they read a channels-innermost buffer as fast as planes (conv_root_channels).
+        self.channels_tiled: set[str] = set()
 
     def run(self) -> None:
         for r in self.order:
@@ -238,7 +243,7 @@ class _Heuristic:
     def _try(self, n: str, rule: Callable[[], str]) -> bool:
         """Apply `rule` (it returns its description); undo it if the schedule no longer
         validates or the rule rejects its own result."""
-        saved, hosts = self.s.copy(), dict(self.host)
+        saved, hosts, tiled = self.s.copy(), dict(self.host), set(self.channels_tiled)
         try:
             why = rule()
             # Only the stages the rule changed are checked: stages are placed consumers first,
@@ -251,7 +256,7 @@ class _Heuristic:
                 validate_wrappers(self.p, Schedule(self.s.stages, self.s.name, added))
         except (_Rejected, ScheduleError, PipelineError, ValueError, KeyError, IndexError, ArithmeticError):
             # A recipe that does not fit this stage (a loop name taken, a shape it does not expect).
-            self.s, self.host = saved, hosts
+            self.s, self.host, self.channels_tiled = saved, hosts, tiled
             return False
         self.rules[n] = why
         return True
@@ -296,6 +301,7 @@ class _Heuristic:
         except (ScheduleError, ValueError):
             self.s = saved
             return None
+        self.channels_tiled |= {conv, out, *also}
         return strip
 
     def _single_host(self, n: str) -> tuple[str, str] | None:
@@ -368,10 +374,16 @@ class _Heuristic:
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
         if st.is_reduction and st.op == "conv2d" and len(st.dims) == 4:
-            try:  # full vectors, blocks across rows where the buffer's rows may round up
-                loop, recipe = conv_root_rows(self.s, p, n, target=self.vt), "conv_root_rows"
+            try:
+                if not self._consumers(n) <= self.channels_tiled:
+                    raise ValueError(f"{n}: a reader needs the planes' layout")
+                # channel vectors in a channels-innermost buffer, for readers that take any layout
+                loop, recipe = conv_root_channels(self.s, p, n, target=self.vt), "conv_root_channels"
             except ValueError:
-                loop, recipe = conv_root_block(self.s, p, n, target=self.vt), "conv_root_block"
+                try:  # full vectors, blocks across rows where the buffer's rows may round up
+                    loop, recipe = conv_root_rows(self.s, p, n, target=self.vt), "conv_root_rows"
+                except ValueError:
+                    loop, recipe = conv_root_block(self.s, p, n, target=self.vt), "conv_root_block"
             # Producers per row of the update; a channel block reads every row (producers at root).
             self.host[n] = (n, loop) if loop == st.dims[-2].name else None
             return f"root, conv register-blocked in its own buffer ({recipe}), parallel along {loop}"

@@ -27,7 +27,7 @@ from . import expr as E
 from . import halide_backend as HB
 from .fpenv import flush_denormals
 from .ir import Input, Pipeline, Stage, canonical_hash
-from .schedule import Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
+from .schedule import Kind, Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
 
 SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
 MAX_SEGMENT_STAGES = 24  # consecutive one-off stages are grouped up to this many per compile
@@ -69,7 +69,10 @@ def units(p: Pipeline, sched: Schedule) -> list[list[str]]:
         ss = sched.of(n)
         cons = [pos[c] for c in effective_consumers(p, sched, n)]
         joined = [pos[d.consumer] for d in ss.pure if d.consumer is not None]  # compute_at / store_at
-        if kind[n] != "compute_root" or joined or not writes_in_bounds(p, sched, n):
+        # A buffer laid out otherwise than its stage's dims (reorder_storage) stays inside
+        # the segment of its readers: the buffers between segments are the declared planes.
+        relaid = any(d.kind == Kind.REORDER_STORAGE for d in ss.pure)
+        if kind[n] != "compute_root" or joined or relaid or not writes_in_bounds(p, sched, n):
             reach[pos[n]] = max([pos[n], *cons, *joined])
     groups: list[list[str]] = []
     end = -1

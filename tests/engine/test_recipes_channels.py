@@ -229,3 +229,57 @@ def test_a_padding_read_whole_by_each_channel_block_is_computed_once_at_root(tmp
     assert pl.rules[pad].startswith("root"), pl.rules[pad]
     run, v = api.run_once(p, pl.schedule, seed=1)
     assert v.ok, v.message
+
+
+def projection_model(tmp_path, ci, mid, h, reader="conv"):
+    """A projection (1x1 conv, no pointwise consumer) read by a 1x1 conv + ReLU (MobileNetV2's
+    next block), or by a max pool (a reader that needs the planes' layout)."""
+    nodes = [helper.make_node("Conv", ["x", "wp", "bp"], ["p"], kernel_shape=[1, 1])]
+    inits = {"wp": arr(mid, ci, 1, 1, lo=-0.1, hi=0.1), "bp": arr(mid)}
+    if reader == "conv":
+        nodes.append(helper.make_node("Conv", ["p", "we", "be"], ["e"], kernel_shape=[1, 1]))
+        inits |= {"we": arr(ci, mid, 1, 1, lo=-0.1, hi=0.1), "be": arr(ci)}
+        nodes.append(helper.make_node("Relu", ["e"], ["y"]))
+    else:
+        nodes.append(helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3], pads=[1] * 4))
+    path = make(tmp_path, nodes, [("x", (1, ci, h, h))], inits, name=f"proj{ci}_{mid}_{h}_{reader}")
+    return import_onnx(path, tmp_path).pipeline
+
+
+@pytest.mark.parametrize(("ci", "mid", "h"), [(192, 64, 14), (96, 48, 7), (64, 32, 28)])
+def test_a_projection_read_by_a_channels_block_accumulates_channel_vectors_in_place(tmp_path, ci, mid, h):
+    p = projection_model(tmp_path, ci, mid, h)
+    proj = convs(p)[0]
+    pl = plan(p, AVX512)
+    s = pl.schedule
+    assert "conv_root_channels" in pl.rules[proj], pl.rules[proj]
+    storage = [d for d in s.of(proj).pure if d.kind == Kind.REORDER_STORAGE]
+    assert storage and storage[0].loops[0] == "c"
+    run, v = api.run_once(p, s, seed=2)
+    assert v.ok, v.message
+    # in segments, the relaid buffer is never passed between two of them
+    unit = next(u for u in segments.units(p, s) if proj in u)
+    assert set(p.consumers(proj)) <= set(unit)
+    parts = segments.lower(p, s, segmented=True)
+    parts.compile()
+    keep = parts.bind(run["inputs"])
+    out = HB.output_arrays(p)
+    parts.runner(out)()
+    del keep
+    whole = HB.lower(p, s)
+    whole.compile()
+    keep = whole.bind(run["inputs"])
+    ref = HB.output_arrays(p)
+    whole.runner(ref)()
+    del keep  # the packed copies outlive the runs
+    np.testing.assert_allclose(out[p.outputs[0]], ref[p.outputs[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_a_projection_read_by_a_pool_keeps_its_planes(tmp_path):
+    p = projection_model(tmp_path, 192, 64, 14, reader="pool")
+    pl = plan(p, AVX512)
+    proj = convs(p)[0]
+    assert "conv_root_channels" not in pl.rules.get(proj, "")
+    assert not [d for d in pl.schedule.of(proj).pure if d.kind == Kind.REORDER_STORAGE]
+    # and never on 8-lane targets
+    assert "conv_root_channels" not in plan(projection_model(tmp_path, 192, 64, 14), AVX2).rules[convs(p)[0]]
