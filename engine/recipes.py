@@ -980,14 +980,17 @@ def depthwise_block(s: Schedule, p: Pipeline, dw: str, out: str, rows: int = 4, 
     o.parallel(oc)
     S(s, dw).compute_at(out, yo).split(dx, dx, f"{dx}_v", vw, tail="round_up").vectorize(f"{dx}_v")
     rvars = [d.name for d in p.stage(dw).rdom]
-    u = S(s, dw).update().split(dx, dx, f"{dx}_v", vw).split(dx, dx, f"{dx}_u", nvec)
+    # The tile's rows split off by their count: unrolled, they are rb copies, where the whole
+    # plane's rows would count as h against the unroll limit (MobileNetV2's 32 x 112^2: 112 x 9
+    # taps x 7 vectors x 16 lanes is over it, so that conv had fallen back to strips).
+    u = S(s, dw).update().split(dx, dx, f"{dx}_v", vw).split(dx, dx, f"{dx}_u", nvec).split(dy, dy, f"{dy}_t", rb)
     # Per vector of the row, the tile's rows one after another (an input row's loads are used
     # by the next rows while still in registers; rows outside the vectors measured 1.2-1.3x
     # slower on AVX2, 16 registers, at W=56 and W=28).
-    u.reorder(f"{dx}_v", *reversed(rvars), dy, f"{dx}_u", dx).vectorize(f"{dx}_v")
+    u.reorder(f"{dx}_v", *reversed(rvars), f"{dy}_t", f"{dx}_u", dx, dy).vectorize(f"{dx}_v")
     for r in reversed(rvars):
         u.unroll(r)
-    u.unroll(dy).unroll(f"{dx}_u")
+    u.unroll(f"{dy}_t").unroll(f"{dx}_u")
     return oc
 
 
