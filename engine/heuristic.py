@@ -418,7 +418,12 @@ class _Heuristic:
         # Lanes along a dim all reads of it are contiguous in: full vectors; across rows (strided): ROW_LANES.
         along = [x for x in E.accesses(st.update) if any(v in E.variables(ix) for ix in x.index)]
         contiguous = bool(along) and all(v in E.variables(x.index[-1]) for x in along)
-        vw = (dividing if n in self.p.outputs else fit)(self.vt.lanes if contiguous else min(ROW_LANES, self.vt.lanes), ext)
+        lanes = self.vt.lanes if contiguous else min(ROW_LANES, self.vt.lanes)
+        vw = dividing(lanes, ext) if n in self.p.outputs else fit(lanes, ext)
+        if n in self.p.outputs and 2 * vw < fit(lanes, ext):
+            # An output whose width no wide vector divides (a 55-wide pool: 1): full vectors,
+            # the update's tail guarded (scalar there) instead of a scalar row.
+            vw = fit(lanes, ext)
         window = math.prod(d.extent for d in st.rdom) <= WINDOW_TAPS
         o = S(self.s, n)
         if vw > 1:
