@@ -1276,7 +1276,9 @@ def _pack_comment(p: Pipeline, stage: str, d: Directive) -> str:
     rank = len(p.shape_of(name))
     idx = [f"i{k}" for k in range(rank)]
     args = [f"i{dim} % {f}", *reversed(idx[dim + 1 :]), f"i{dim} / {f}", *reversed(idx[:dim])]
-    return f"{stage} reads {name}(i0..i{rank - 1}) as {name}_packed({', '.join(args)}), packed once when the weights are bound"
+    n = p.shape_of(name)[dim]
+    pad = f" (i{dim} padded with zeros from {n} to {-(-n // f) * f})" if n % f else ""
+    return f"{stage} reads {name}(i0..i{rank - 1}) as {name}_packed({', '.join(args)}){pad}, packed once when the weights are bound"
 
 
 def _camel(s: str) -> str:

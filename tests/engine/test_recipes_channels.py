@@ -165,6 +165,7 @@ def test_a_channel_tail_packs_every_read_along_c_and_guards_the_last_block(tmp_p
     assert packed_inputs(s) == {("a", "wa"): (0, 16), ("a", "ba"): (0, 16)}
     first = s.of(p.outputs[0]).pure[0]
     assert first.kind == Kind.SPLIT and first.factor == 48 and first.tail == "guard_with_if"
+    assert "padded with zeros from 1000 to 1008" in to_source(p, s)
     # whole vectors: no guard, the bias read as it is
     assert packed_inputs(plan(conv_model(tmp_path, 64, 96, 7, 1), AVX512).schedule) == {("a", "wa"): (0, 16)}
 
