@@ -420,9 +420,10 @@ class _Heuristic:
         contiguous = bool(along) and all(v in E.variables(x.index[-1]) for x in along)
         lanes = self.vt.lanes if contiguous else min(ROW_LANES, self.vt.lanes)
         vw = dividing(lanes, ext) if n in self.p.outputs else fit(lanes, ext)
-        if n in self.p.outputs and 2 * vw < fit(lanes, ext):
-            # An output whose width no wide vector divides (a 55-wide pool: 1): full vectors,
-            # the update's tail guarded (scalar there) instead of a scalar row.
+        if n in self.p.outputs and vw == 1:
+            # An output whose width no vector divides (a 55-wide pool): full vectors, the
+            # update's tail guarded (scalar there) instead of a scalar row. (A width some
+            # vector divides keeps it: 14 = 7 x 2 lanes, with rows unrolled around the taps.)
             vw = fit(lanes, ext)
         window = math.prod(d.extent for d in st.rdom) <= WINDOW_TAPS
         o = S(self.s, n)
