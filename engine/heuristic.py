@@ -374,16 +374,20 @@ class _Heuristic:
     def _root(self, n: str) -> str:
         p, st = self.p, self.p.stage(n)
         if st.is_reduction and st.op == "conv2d" and len(st.dims) == 4:
-            try:
-                if not self._consumers(n) <= self.channels_tiled:
-                    raise ValueError(f"{n}: a reader needs the planes' layout")
-                # channel vectors in a channels-innermost buffer, for readers that take any layout
-                loop, recipe = conv_root_channels(self.s, p, n, target=self.vt), "conv_root_channels"
-            except ValueError:
-                try:  # full vectors, blocks across rows where the buffer's rows may round up
-                    loop, recipe = conv_root_rows(self.s, p, n, target=self.vt), "conv_root_rows"
+            # The first that applies: channel vectors in a channels-innermost buffer (for readers
+            # that take any layout), full vectors with blocks across rows (where the buffer's rows
+            # may round up), else conv_root_block (always applies).
+            makers = [conv_root_rows, conv_root_block]
+            if self._consumers(n) <= self.channels_tiled:
+                makers.insert(0, conv_root_channels)
+            for make in makers:
+                try:
+                    loop, recipe = make(self.s, p, n, target=self.vt), make.__name__
+                    break
                 except ValueError:
-                    loop, recipe = conv_root_block(self.s, p, n, target=self.vt), "conv_root_block"
+                    continue
+            else:
+                raise ValueError(f"{n}: no root conv recipe applies")
             # Producers per row of the update; a channel block reads every row (producers at root).
             self.host[n] = (n, loop) if loop == st.dims[-2].name else None
             return f"root, conv register-blocked in its own buffer ({recipe}), parallel along {loop}"
@@ -419,12 +423,11 @@ class _Heuristic:
         along = [x for x in E.accesses(st.update) if any(v in E.variables(ix) for ix in x.index)]
         contiguous = bool(along) and all(v in E.variables(x.index[-1]) for x in along)
         lanes = self.vt.lanes if contiguous else min(ROW_LANES, self.vt.lanes)
-        vw = dividing(lanes, ext) if n in self.p.outputs else fit(lanes, ext)
-        if n in self.p.outputs and vw == 1:
-            # An output whose width no vector divides (a 55-wide pool): full vectors, the
-            # update's tail guarded (scalar there) instead of a scalar row. (A width some
-            # vector divides keeps it: 14 = 7 x 2 lanes, with rows unrolled around the taps.)
-            vw = fit(lanes, ext)
+        # An output takes a vector that divides its width (14 = 7 x 2 lanes, rows unrolled
+        # around the taps); where none does (a 55-wide pool), full vectors with the update's
+        # tail guarded (scalar there) instead of a scalar row.
+        exact = dividing(lanes, ext)
+        vw = exact if n in self.p.outputs and exact > 1 else fit(lanes, ext)
         window = math.prod(d.extent for d in st.rdom) <= WINDOW_TAPS
         o = S(self.s, n)
         if vw > 1:
