@@ -19,7 +19,7 @@ import numpy as np
 from . import expr as E
 from . import loops as L
 from .fpenv import flush_denormals
-from .ir import Pipeline, Stage
+from .ir import Pipeline, Stage, declared_layout, storage_axes
 from .schedule import (
     COMPUTE_KINDS,
     PLACEMENT_KINDS,
@@ -110,6 +110,10 @@ def define(p: Pipeline, packs: dict[tuple[str, str], tuple[int, int]] | None = N
     """Build the Halide Funcs of the pipeline's algorithm (no schedule yet). `packs`:
     (stage, input) -> (dim, block) of the weights a stage reads packed (`packed_inputs`)."""
     params = {i.name: hl.ImageParam(hl.Float(32), len(i.shape), i.name) for i in p.inputs}
+    for i in p.inputs:
+        order = declared_layout(p, i.name)
+        if order is not None:
+            _dense_along(params[i.name], len(i.shape), order[0])
     packed: dict[str, tuple[str, int, int]] = {}
     funcs: dict[str, hl.Func] = {}
     rdoms: dict[str, hl.RDom] = {}
@@ -250,7 +254,10 @@ def apply_schedule(low: Lowered, sched: Schedule) -> None:
                 continue
             try:
                 if d.kind == Kind.REORDER_STORAGE:
-                    f.reorder_storage([hl.Var(n) for n in L.need(d.loops)])
+                    if s.name in p.outputs:  # laid out as the pipeline declares (validated): the caller's buffer
+                        _dense_along(f.output_buffer(), len(s.dims), storage_axes(s.dims, tuple(L.need(d.loops)))[0])
+                    else:
+                        f.reorder_storage([hl.Var(n) for n in L.need(d.loops)])
                 elif d.kind == Kind.STORE_IN:
                     f.store_in(MEMORY[L.need(d.memory)])
                 elif d.kind == Kind.PACK_INPUT:
@@ -437,7 +444,7 @@ def input_buffers(p: Pipeline, arrays: dict[str, np.ndarray]) -> dict[str, hl.Bu
     """Halide buffers over the input arrays (no copy), their shapes checked against the pipeline."""
     bufs = {}
     for i in p.inputs:
-        a = np.ascontiguousarray(arrays[i.name], dtype=np.float32)
+        a = in_layout(arrays[i.name], declared_layout(p, i.name))
         if a.shape != i.shape:  # Halide's own checks are compiled out
             raise ValueError(f"input {i.name!r}: array of shape {a.shape}, the pipeline declares {i.shape}")
         bufs[i.name] = hl.Buffer(a)
@@ -450,12 +457,52 @@ def input_buffers(p: Pipeline, arrays: dict[str, np.ndarray]) -> dict[str, hl.Bu
 ALIGN_BYTES = 64
 
 
-def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
-    """An uninitialised float32 array whose data starts on an `ALIGN_BYTES` boundary."""
+def _dense_along(buf: Any, ndim: int, axis: int) -> None:
+    """Halide's buffer constraint for a buffer stored with `axis` innermost (stride 1) in
+    place of its default (the last axis, Halide's dim 0): vectors along that axis are dense loads."""
+    buf.dim(0).set_stride(hl.Expr())
+    buf.dim(ndim - 1 - axis).set_stride(1)
+
+
+def aligned_empty(shape: tuple[int, ...], order: tuple[int, ...] | None = None) -> np.ndarray:
+    """An uninitialised float32 array whose data starts on an `ALIGN_BYTES` boundary, stored
+    row-major or, given `order` (axes, innermost first), in that order (a transposed view)."""
     n = int(np.prod(shape, dtype=np.int64))
     raw = np.empty(n + ALIGN_BYTES // 4, np.float32)
     start = (-raw.ctypes.data % ALIGN_BYTES) // 4
-    return raw[start : start + n].reshape(shape)
+    return shaped(raw[start : start + n], shape, order)
+
+
+def shaped(flat: np.ndarray, shape: tuple[int, ...], order: tuple[int, ...] | None = None) -> np.ndarray:
+    """The first elements of 1-d array `flat` as an array of `shape`, stored row-major or in
+    storage order `order` (axes, innermost first: a transposed view)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if order is None:
+        return flat[:n].reshape(shape)
+    outer_first = list(reversed(order))
+    return flat[:n].reshape(tuple(shape[a] for a in outer_first)).transpose([outer_first.index(k) for k in range(len(shape))])
+
+
+def has_layout(a: np.ndarray, order: tuple[int, ...] | None) -> bool:
+    """Is `a` dense in storage order `order` (axes innermost first; None: C order)?"""
+    if order is None:
+        return bool(a.flags.c_contiguous)
+    stride = a.itemsize
+    for ax in order:
+        if a.shape[ax] > 1 and a.strides[ax] != stride:
+            return False
+        stride *= a.shape[ax]
+    return True
+
+
+def in_layout(a: np.ndarray, order: tuple[int, ...] | None) -> np.ndarray:
+    """`a` as float32 in storage order `order` (no copy where it already is)."""
+    a = np.asarray(a, dtype=np.float32)
+    if has_layout(a, order):
+        return a
+    out = aligned_empty(a.shape, order)
+    np.copyto(out, a)
+    return out
 
 
 def is_aligned(a: np.ndarray) -> bool:
@@ -463,22 +510,24 @@ def is_aligned(a: np.ndarray) -> bool:
 
 
 def output_arrays(p: Pipeline) -> dict[str, np.ndarray]:
-    outs = {o: aligned_empty(p.stage(o).shape) for o in p.outputs}
+    outs = {o: aligned_empty(p.stage(o).shape, declared_layout(p, o)) for o in p.outputs}
     for a in outs.values():
         a.fill(0.0)
     return outs
 
 
-def staged_outputs(outs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Aligned stand-ins for the arrays of `outs` that are not aligned (copied back after a run)."""
-    return {o: aligned_empty(a.shape) for o, a in outs.items() if not is_aligned(a)}
+def staged_outputs(outs: dict[str, np.ndarray], p: Pipeline | None = None) -> dict[str, np.ndarray]:
+    """Aligned stand-ins for the arrays of `outs` that are not aligned (copied back after a
+    run), in the storage order `p` declares for them."""
+    return {o: aligned_empty(a.shape, declared_layout(p, o) if p else None) for o, a in outs.items() if not is_aligned(a)}
 
 
 def check_outputs(p: Pipeline, outs: dict[str, np.ndarray]) -> None:
     for o in p.outputs:  # Halide's own checks are compiled out
-        a = outs[o]
-        if a.shape != p.stage(o).shape or a.dtype != np.float32 or not a.flags.c_contiguous:
-            raise ValueError(f"output {o!r}: needs a C-contiguous float32 array of shape {p.stage(o).shape}")
+        a, order = outs[o], declared_layout(p, o)
+        if a.shape != p.stage(o).shape or a.dtype != np.float32 or not has_layout(a, order):
+            how = "C-contiguous" if order is None else f"dense in axis order {order} (innermost first)"
+            raise ValueError(f"output {o!r}: needs a {how} float32 array of shape {p.stage(o).shape}")
 
 
 def parse_profile(text: str, stage_names: list[str], wrapper_consumers: dict[str, str] | None = None) -> dict[str, float]:
@@ -503,7 +552,7 @@ def make_runner(low: Lowered, outs: dict[str, np.ndarray]) -> Any:
     assert low.hl_pipeline is not None
     check_outputs(low.pipeline, outs)
     flush_denormals()
-    staged = staged_outputs(outs)
+    staged = staged_outputs(outs, low.pipeline)
     bufs = [hl.Buffer(staged.get(o, outs[o])) for o in low.pipeline.outputs]
     hp = low.hl_pipeline
     dst = bufs if len(bufs) > 1 else bufs[0]

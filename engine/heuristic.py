@@ -30,6 +30,11 @@ The rules, decided consumers first:
    panel (matmul_panels_root); any other reduction
    vectorized along its innermost non-trivial pure dim (reduction loops outside the
    vector, small windows unrolled), parallel along an outer one.
+5. Layout, last: the buffers between channels blocks (conv_channels_block's tiles, the
+   paddings, pools and concats between them) are laid out channels innermost, so channel
+   vectors are stored and read whole; a concat read only by 1x1 channels blocks of one
+   block of channels is inlined into them (a select per broadcast). Only where every reader
+   takes any layout, and never an output.
 Every rule is applied tentatively: if the schedule stops validating (or the rule's own
 check fails), it is undone and the next, simpler rule is tried, down to plain
 compute_root, so the result is always a valid schedule.
@@ -40,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Set
 from dataclasses import dataclass, field
+from functools import partial
 
 from . import expr as E
 from .ir import Pipeline, PipelineError
@@ -47,6 +53,7 @@ from .loopnest import placements
 from .recipes import (
     VectorTarget,
     channels_block_fits,
+    channels_innermost,
     conv_block,
     conv_channels_block,
     conv_root_block,
@@ -65,7 +72,7 @@ from .recipes import (
     vector_target,
     vector_update,
 )
-from .schedule import S, Schedule, ScheduleError, validate, validate_stage, validate_wrappers
+from .schedule import Directive, Kind, S, Schedule, ScheduleError, StageSchedule, validate, validate_stage, validate_wrappers
 
 RECOMPUTE_LIMIT = 4.0  # a per-strip producer may compute this many times its size (3 rows of a 3x3 window per row: 3)
 REUSE_WORK = 16  # ...beyond twice, only if its consumers do this many times the flops recomputed
@@ -131,6 +138,7 @@ class _Heuristic:
         self._pick_inlines()
         for n in reversed(self.order):
             self._place(n)
+        self._channels_last()
         validate(self.p, self.s)  # every step was validated; this guards the invariant
 
     # --- rule 1: anchors ---------------------------------------------------------------
@@ -448,12 +456,78 @@ class _Heuristic:
             u.parallel(par)
         return par
 
+    # --- rule 5: layout ---------------------------------------------------------------------
+    def _channels_last(self) -> None:
+        """Buffers between channels blocks laid out channels innermost: a channels block's
+        tile (its anchor) stores channel vectors, in NCHW a scatter per vector; channels
+        innermost they are whole vectors. Where every reader takes any layout (a channels
+        block: its convs broadcast their inputs, its tiles read channel vectors) or is a
+        padding or concat whose own sources are all such buffers (then itself rebuilt
+        channels innermost: recipes.channels_innermost). Not an output (its layout is the
+        caller's). SqueezeNet 1.1, Sapphire Rapids, 1 thread, CPU time against ONNX Runtime:
+        fires 9-12 1.44x -> 1.30x, the whole model 1.64x -> 1.4x."""
+        p, tiled = self.p, self.channels_tiled
+        for n in self.order:
+            cons = self._consumers(n)
+            if p.stage(n).op == "concat" and n not in p.outputs and n not in self.inline and cons <= tiled:
+                if all(self._one_broadcast(c) for c in cons) and self._try(n, partial(self._inline_concat, n)):
+                    self.inline.add(n)
+        anchors = {n for n in tiled if not p.stage(n).is_reduction and n not in p.outputs}
+        flex = {
+            n
+            for n in self.order
+            if p.stage(n).op in ("pad", "concat", "maxpool", "avgpool")
+            and len(p.stage(n).dims) == 4
+            and n not in tiled | self.inline | set(p.outputs)
+        }
+        cl = set(anchors)
+        for n in self.order:  # producers first: a flex stage joins when its sources have
+            if n in flex and self._all_reads(n) <= cl:
+                cl.add(n)
+        changed = True
+        while changed:  # a buffer leaves when a reader needs planes, and its flex readers with it
+            keep = {n for n in cl if self._consumers(n) <= tiled | cl and (n not in flex or self._all_reads(n) <= cl)}
+            changed, cl = keep != cl, keep
+        for n in sorted(cl, key=self.pos.__getitem__):
+            self._try(n, partial(self._flex_channels if n in flex else self._store_channels, n))
+
+    def _one_broadcast(self, conv: str) -> bool:
+        """Does channels-block conv `conv` broadcast each input value once (a 1x1 window, its
+        output channels one block)? Then a select per broadcast costs less than a buffer."""
+        st = self.p.stage(conv)
+        fits = channels_block_fits(self.p, (conv,), self.vt) if st.op == "conv2d" else None
+        one_tap = st.is_reduction and math.prod(d.extent for d in st.rdom[1:]) == 1
+        return fits is not None and one_tap and st.shape[1] <= fits[0] * self.vt.lanes
+
+    def _inline_concat(self, n: str) -> str:
+        # A channels block's conv reads its input by scalar broadcasts: through an inlined
+        # concat each is a select between two loads, where a concat buffer of channel vectors
+        # gathers (its clamped channel index is no dense vector). SqueezeNet's fires 9-12,
+        # Sapphire Rapids, 1 thread: 1.40x -> 1.21x ONNX Runtime.
+        self.s.stages[n] = StageSchedule((Directive(Kind.COMPUTE_INLINE),))
+        return "inline into the channels blocks that read it (each broadcast selects its source)"
+
+    def _store_channels(self, n: str) -> str:
+        cn, cc, cy, cx = (d.name for d in self.p.stage(n).dims)
+        ss = self.s.of(n)
+        self.s.stages[n] = type(ss)((Directive(Kind.REORDER_STORAGE, loops=(cc, cx, cy, cn)), *ss.pure), ss.update)
+        return f"{self.rules.get(n, '')}; stored channels innermost (its readers take any layout)"
+
+    def _flex_channels(self, n: str) -> str:
+        where = self.rules[n].split(" (")[0] if self.rules.get(n, "").startswith("at ") else "root, parallel along rows"
+        channels_innermost(self.s, self.p, n, target=self.vt)
+        return f"{where}; channels innermost, vectors of channels (channels_innermost)"
+
     # --- graph helpers (through inlined stages) ------------------------------------------
     def _consumers(self, n: str) -> set[str]:
         out: set[str] = set()
         for c in self.p.consumers(n):
             out |= self._consumers(c) if c in self.inline else {c}
         return out
+
+    def _all_reads(self, n: str) -> set[str]:
+        st = self.p.stage(n)
+        return self._reads(st.value) | (self._reads(st.update) if st.update is not None else set())
 
     def _reads(self, e: E.Expr) -> set[str]:
         out: set[str] = set()

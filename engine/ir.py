@@ -376,6 +376,20 @@ class Pipeline:
         return canonical_hash(body)
 
 
+def declared_layout(p: Pipeline, name: str) -> tuple[int, ...] | None:
+    """The storage order (axes, innermost first) pipeline `p` declares for the buffer of its
+    input or output `name` where that is not row-major (`p.source["layouts"]`: a segment's
+    buffers between segments, laid out as the stage that writes them stores them), else None."""
+    order = p.source.get("layouts", {}).get(name)
+    return None if order is None else tuple(int(a) for a in order)
+
+
+def storage_axes(dims: tuple[Dim, ...], loops: tuple[str, ...]) -> tuple[int, ...]:
+    """The axes of a reorder_storage's dim names (innermost first) among `dims` (outermost first)."""
+    index = {d.name: k for k, d in enumerate(dims)}
+    return tuple(index[n] for n in loops)
+
+
 def canonical_hash(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

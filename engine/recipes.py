@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from . import expr as E
 from .ir import BYTES_PER_ELEMENT, Pipeline
 from .loops import MAX_UNROLL
-from .schedule import S, Schedule, Wrapper, wrapper_dims
+from .schedule import Kind, S, Schedule, StageSchedule, Wrapper, wrapper_dims
 
 VEC = 16  # float32 lanes of an AVX-512 vector (the recipes' lanes come from VectorTarget.lanes)
 
@@ -853,6 +853,38 @@ def conv_channels_block(
         u = S(s, cv).update().vectorize(cc, lanes).unroll(cc, vecs).unroll(cx, xb)
         u.reorder(f"{cc}_v", f"{cc}_u", f"{cx}_u", *reversed(rvars), cx, cc, cy, cn)
     return co
+
+
+def channels_innermost(s: Schedule, p: Pipeline, n: str, target: str | VectorTarget | None = None) -> None:
+    """Stage `n[n, c, y, x]` (a padding, a concat, a pooling window) rebuilt with its buffer
+    laid out channels innermost (`reorder_storage`), channels the innermost loop and the
+    vector (lanes dividing the channels; a pooling's window loops outside the vector,
+    unrolled), where it stays (its compute_at), else at root parallel along rows: for a
+    stage whose sources are channels innermost (a channels block's tiles) and whose readers
+    take any layout (a channels block's broadcasts), so that it reads and writes whole
+    vectors where NCHW would gather. ValueError where the channels hold no vector of 8
+    lanes or more, or a reduction is not a small window."""
+    vt = vector_target(target)
+    st = p.stage(n)
+    if len(st.dims) != 4 or (st.is_reduction and math.prod(d.extent for d in st.rdom) > 49):
+        raise ValueError(f"{n}: channels_innermost takes a 4-d pointwise stage or small window")
+    lanes = dividing(vt.lanes, st.shape[1])
+    if lanes < 8:
+        raise ValueError(f"{n}: {st.shape[1]} channels hold no vector")
+    at = [d for d in s.of(n).pure if d.kind is Kind.COMPUTE_AT]
+    s.stages[n] = StageSchedule(tuple(at))
+    cn, cc, cy, cx = (_dim(p, n, k) for k in range(4))
+    o = S(s, n).reorder_storage(cc, cx, cy, cn).reorder(cc, cx, cy, cn).vectorize(cc, lanes)
+    if not at:
+        o.parallel(cy)
+    if st.is_reduction:
+        rvars = [d.name for d in st.rdom]
+        u = S(s, n).update().split(cc, cc, f"{cc}_v", lanes).reorder(f"{cc}_v", *reversed(rvars), cc, cx, cy, cn)
+        u.vectorize(f"{cc}_v")
+        for r in rvars:
+            u.unroll(r)
+        if not at:
+            u.parallel(cy)
 
 
 def x_stride(p: Pipeline, conv: str) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import expr as E
 from . import loops as L
-from .ir import Dim, Pipeline, canonical_hash
+from .ir import Dim, Pipeline, Stage, canonical_hash, declared_layout, storage_axes
 
 FORMAT_VERSION = 1
 
@@ -999,6 +999,11 @@ def validate_stage(p: Pipeline, sched: Schedule, stage: str) -> None:
             _check_storage(p, s.name, ss, d, k)
 
 
+def _axes_of(st: Stage, d: Directive) -> tuple[int, ...] | None:
+    names = tuple(L.need(d.loops))
+    return storage_axes(st.dims, names) if sorted(names) == sorted(x.name for x in st.dims) else None
+
+
 def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: int) -> None:
     """A storage directive of stage `stage` (not inlined): an output's buffer is the caller's
     (its layout and memory are not the schedule's to choose); reorder_storage names each of
@@ -1009,7 +1014,9 @@ def _check_storage(p: Pipeline, stage: str, ss: StageSchedule, d: Directive, k: 
     def fail(msg: str) -> None:
         raise ScheduleError(stage, msg, d, k)
 
-    if d.kind in (Kind.REORDER_STORAGE, Kind.STORE_IN) and stage in p.outputs:
+    declared = declared_layout(p, stage)
+    relaid_as_declared = d.kind == Kind.REORDER_STORAGE and declared is not None and _axes_of(st, d) == declared
+    if d.kind in (Kind.REORDER_STORAGE, Kind.STORE_IN) and stage in p.outputs and not relaid_as_declared:
         fail("an output's buffer is given by the caller, laid out as the pipeline declares: its storage can't be changed")
     if d.kind == Kind.STORE_IN and d.memory == "register" and ss.compute().kind != Kind.COMPUTE_AT:
         # Halide keeps a buffer in registers only when it is small and of constant size: a

@@ -26,7 +26,7 @@ import numpy as np
 from . import expr as E
 from . import halide_backend as HB
 from .fpenv import flush_denormals
-from .ir import Input, Pipeline, Stage, canonical_hash
+from .ir import Input, Pipeline, Stage, canonical_hash, storage_axes
 from .schedule import Kind, Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
 
 SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
@@ -69,10 +69,9 @@ def units(p: Pipeline, sched: Schedule) -> list[list[str]]:
         ss = sched.of(n)
         cons = [pos[c] for c in effective_consumers(p, sched, n)]
         joined = [pos[d.consumer] for d in ss.pure if d.consumer is not None]  # compute_at / store_at
-        # A buffer laid out otherwise than its stage's dims (reorder_storage) stays inside
-        # the segment of its readers: the buffers between segments are the declared planes.
-        relaid = any(d.kind == Kind.REORDER_STORAGE for d in ss.pure)
-        if kind[n] != "compute_root" or joined or relaid or not writes_in_bounds(p, sched, n):
+        # A root buffer laid out otherwise than its stage's dims (reorder_storage) may be cut
+        # at: the segments declare it in that layout (_canonical), the runner allocates it so.
+        if kind[n] != "compute_root" or joined or not writes_in_bounds(p, sched, n):
             reach[pos[n]] = max([pos[n], *cons, *joined])
     groups: list[list[str]] = []
     end = -1
@@ -142,7 +141,10 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
         s = p.stage(n)
         upd = rename(s.update) if s.update is not None else None
         stages.append(Stage(ren[n], s.dims, rename(s.value), s.rdom, upd, s.reduce, s.op))
-    cp = Pipeline("segment", ins, stages, [ren[n] for n in seg.outputs])
+    # Buffers between segments in the layout their writer stores them in (reorder_storage):
+    # declared on both sides, so each segment reads and writes them as the whole pipeline would.
+    layouts = {ren[n]: list(order) for n in (*seg.inputs, *seg.outputs) if (order := stored_order(p, sched, n)) is not None}
+    cp = Pipeline("segment", ins, stages, [ren[n] for n in seg.outputs], source={"layouts": layouts} if layouts else {})
     # The wrappers its stages read (their sources are its stages or inputs, their placements its loops).
     wraps = [renamed_wrapper(w, ren) for w in sched.wrappers.values() if w.consumer in seg.stages]
     cs = Schedule({ren[n]: _renamed(sched.of(n), ren) for n in seg.stages}, sched.name, {w.name: w for w in wraps})
@@ -152,6 +154,16 @@ def _canonical(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipelin
         i.pop("weight", None)
     body["s"].pop("name", None)
     return canonical_hash(body), cp, cs, {v: k for k, v in ren.items()}
+
+
+def stored_order(p: Pipeline, sched: Schedule, n: str) -> tuple[int, ...] | None:
+    """The storage order (axes, innermost first) of stage `n`'s buffer where its schedule
+    relays it (reorder_storage) and it is not a pipeline output; None for an input or a
+    row-major buffer."""
+    if n not in p.stage_map or n in p.outputs:
+        return None
+    d = next((d for d in sched.of(n).pure if d.kind == Kind.REORDER_STORAGE), None)
+    return None if d is None or d.loops is None else storage_axes(p.stage(n).dims, d.loops)
 
 
 def canonical_form(p: Pipeline, sched: Schedule, seg: Segment) -> tuple[str, Pipeline, Schedule, dict[str, str]]:
@@ -189,6 +201,7 @@ class Segmented:
 
     pipeline: Pipeline
     parts: list[_Part]
+    schedule: Schedule = field(default_factory=Schedule)  # the whole pipeline's: where its buffers' layouts come from
     compiled_for: str | None = None
     compiles: int = 0  # Halide compiles the last `compile` did (the rest came from the cache)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -244,16 +257,23 @@ class Segmented:
         arrays: dict[str, np.ndarray] = {}
         bufs: dict[str, hl.Buffer] = dict(self._inputs)
         last = {n: k for k, pt in enumerate(self.parts) for n in pt.seg.inputs if n in p.stage_map and n not in p.outputs}
-        free: dict[tuple[int, ...], list[np.ndarray]] = {}
+        # Memory whose last reader has run, most recently freed last: the next buffer takes
+        # the most recent block big enough (still in cache), in its own shape and layout.
+        free: list[np.ndarray] = []
+        flat: dict[str, np.ndarray] = {}
         for k, pt in enumerate(self.parts):
             for n in pt.seg.outputs:
-                shape = p.stage(n).shape
-                pool = free.get(shape)
-                arrays[n] = staged.get(n, outs[n]) if n in p.outputs else pool.pop() if pool else HB.aligned_empty(shape)
+                if n in p.outputs:
+                    arrays[n] = staged.get(n, outs[n])
+                else:
+                    size = p.stage(n).size
+                    j = next((j for j in range(len(free) - 1, -1, -1) if free[j].size >= size), None)
+                    flat[n] = free.pop(j) if j is not None else HB.aligned_empty((size,))
+                    arrays[n] = HB.shaped(flat[n], p.stage(n).shape, stored_order(p, self.schedule, n))
                 bufs[n] = hl.Buffer(arrays[n])
             for n in pt.seg.inputs:  # after this segment's outputs are placed: never read and written at once
                 if last.get(n) == k:
-                    free.setdefault(arrays[n].shape, []).append(arrays[n])
+                    free.append(flat[n])
         steps = []
         keep: list[np.ndarray] = []
         for k, pt in enumerate(self.parts):
@@ -316,7 +336,7 @@ def lower(p: Pipeline, sched: Schedule, segmented: bool | None = None, max_stage
     for seg in partition(p, sched, max_stages):
         key, cp, cs, names = _canonical(p, sched, seg)
         parts.append(_Part(seg, key, cp, cs, names))
-    return Segmented(p, parts)
+    return Segmented(p, parts, sched)
 
 
 def clear_cache() -> None:

@@ -258,10 +258,16 @@ def test_a_projection_read_by_a_channels_block_accumulates_channel_vectors_in_pl
     assert storage and storage[0].loops[0] == "c"
     run, v = api.run_once(p, s, seed=2)
     assert v.ok, v.message
-    # in segments, the relaid buffer is never passed between two of them
+    # in segments, the relaid buffer passes between two of them declared in its layout on both sides
     unit = next(u for u in segments.units(p, s) if proj in u)
-    assert set(p.consumers(proj)) <= set(unit)
-    parts = segments.lower(p, s, segmented=True)
+    assert not set(p.consumers(proj)) & set(unit)
+    parts = segments.lower(p, s, segmented=True, max_stages=0)
+    assert isinstance(parts, segments.Segmented)
+    sides = [pt for pt in parts.parts if proj in pt.seg.outputs or proj in pt.seg.inputs]
+    assert len(sides) == 2
+    for pt in sides:
+        canon = {real: c for c, real in pt.names.items()}[proj]
+        assert pt.pipeline.source["layouts"][canon] == [1, 3, 2, 0]  # c, x, y, n innermost first
     parts.compile()
     keep = parts.bind(run["inputs"])
     out = HB.output_arrays(p)
