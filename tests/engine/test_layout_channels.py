@@ -24,7 +24,7 @@ AVX512 = "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41"
 def fire(tmp_path, c=128, sq=32, ex=64, h=13, reader="conv"):
     """SqueezeNet's fire module (squeeze 1x1, expand 1x1 and 3x3, concat) read by a 1x1 conv
     + ReLU (the next fire's squeeze), or by a 3x3 depthwise conv (a reader that needs planes)."""
-    w = lambda *s: arr(*s, lo=-0.1, hi=0.1)  # noqa: E731
+    w = lambda *s: arr(*s, lo=-0.1, hi=0.1)
     nodes = [
         helper.make_node("Conv", ["x", "ws", "bs"], ["s0"], kernel_shape=[1, 1]),
         helper.make_node("Relu", ["s0"], ["s"]),
