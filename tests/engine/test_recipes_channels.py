@@ -290,3 +290,25 @@ def test_a_projection_read_by_a_pool_keeps_its_planes(tmp_path):
     assert not [d for d in pl.schedule.of(proj).pure if d.kind == Kind.REORDER_STORAGE]
     # and never on 8-lane targets
     assert "conv_root_channels" not in plan(projection_model(tmp_path, 192, 64, 14), AVX2).rules[convs(p)[0]]
+
+
+@pytest.mark.parametrize(
+    ("ci", "co", "h", "k", "stride", "tile"),
+    [
+        (32, 64, 28, 3, 1, (2, 14)),  # a 3x3 over rows of 14 or more: 2 vectors x 14 positions
+        (32, 128, 56, 3, 1, (2, 14)),
+        (64, 64, 13, 3, 1, (4, 7)),  # rows of 13: the 4 x 7 block
+        (64, 128, 28, 1, 1, (4, 7)),  # a 1x1 conv
+        (64, 64, 28, 3, 2, (4, 7)),  # strided
+        (32, 48, 28, 3, 1, (3, 7)),  # 3 vectors of channels: no 2-vector blocks, the 3 x 7 one
+    ],
+)
+def test_the_channels_block_tile_follows_the_conv(tmp_path, ci, co, h, k, stride, tile):
+    p = conv_model(tmp_path, ci, co, h, k, stride=stride)
+    (cv,) = convs(p)
+    pl = plan(p, AVX512)
+    assert "conv_channels_block" in pl.rules[cv], pl.rules[cv]
+    unrolls = {d.loop: d.factor for d in pl.schedule.of(cv).update if d.kind == Kind.UNROLL}
+    assert (unrolls.get("c"), unrolls.get("x")) == tile
+    run, v = api.run_once(p, pl.schedule, seed=7)
+    assert v.ok, v.message
