@@ -231,6 +231,7 @@ class Segmented:
             return _CACHE[ck]
         try:
             low = HB.lower(pt.pipeline, pt.schedule)
+            HB.static_layout(low)  # the runner's buffers are dense, in the declared layouts
             HB.compile_jit(low, profile)
         except ScheduleError as exc:
             real = _CANON.sub(lambda m: pt.names.get(m.group(1), m.group(1)), exc.reason)
