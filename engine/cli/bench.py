@@ -354,7 +354,7 @@ def _kernel_names() -> list[str]:
 
 
 def _kernels_parser(bsub: Any) -> None:
-    bp = bsub.add_parser("kernels", help="matmul, convs, depthwise, pooling: % of the FMA peak, against ONNX Runtime and PyTorch")
+    bp = bsub.add_parser("kernels", help="matmul, convs, depthwise, pooling: %% of the FMA peak, against ONNX Runtime and PyTorch")
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--kernels", type=A.names_in(_kernel_names, "kernel"), help="comma-separated (default: all)")
     bp.add_argument("--rounds", type=A.positive_int, default=3, help="interleaved rounds (median over them)")

@@ -489,3 +489,22 @@ def test_cost_model_names_match_the_trained_models():
     from engine.costmodel.train import MODELS
 
     assert A.TRAINED_MODELS == MODELS
+
+
+def test_every_command_and_subcommand_help_formats():
+    # argparse formats help strings with %: a bare "% of the peak" made `bench --help` a traceback.
+    import argparse
+
+    from engine.cli import parser
+
+    todo = [parser()]
+    seen = 0
+    while todo:
+        ap = todo.pop()
+        text = ap.format_help()
+        assert ap.prog in text
+        seen += 1
+        for action in ap._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+    assert seen > 30  # the commands and bench's, costmodel's, ... subcommands
