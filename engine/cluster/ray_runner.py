@@ -176,9 +176,10 @@ def measure_task(key: str, job: dict[str, Any], threads: int, ledger: Any) -> di
     start = time.time()
     node = ray.get_runtime_context().get_node_id()
     if ledger is not None:
-        started = ledger.started.remote(key, node)
+        # Waited for: a call not waited for may reach the ledger after the task's result has
+        # reached the caller, whose attempts() then misses it (seen in CI under load).
+        ray.get(ledger.started.remote(key, node))
         if job.get("fault") == "kill_task_worker":  # tests: this Ray worker dies, a system failure Ray retries
-            ray.get(started)
             os._exit(1)
     runner = _NODE_RUNNERS.get(threads)
     if runner is None:
