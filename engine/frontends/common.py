@@ -366,8 +366,13 @@ class Emitter:
         stage_names = {s.name for s in self.b.stages}
         for hint, v in outputs:
             t = self.tensor(v, f"{hint}_const")
-            if t not in stage_names or t in names or self._blocked_output(t):
-                t = self.b.materialize(self.name(hint), t)
+            blocked = t in stage_names and t not in names and self._blocked_output(t)
+            if t not in stage_names or t in names or blocked:
+                src, t = t, self.b.materialize(self.name(hint), t)
+                if blocked:
+                    self.simplifications.append(
+                        f"output {hint!r} is a copy stage {t!r} of {src!r}: the conv or matmul is register-blocked at the copy's tiles"
+                    )
             names.append(t)
         p = self.b.build(names)
         if self.index_ranges:

@@ -48,8 +48,10 @@ def one_node(tmp_path, node, x_shape, inits, name):
 )
 @pytest.mark.parametrize("target", [AVX512, "x86-64-linux-avx-avx2-f16c-fma-sse41"])
 def test_an_output_conv_or_matmul_is_blocked_at_the_tiles_of_a_copy(tmp_path, name, node, x_shape, inits, op, target):
-    p = one_node(tmp_path, node, x_shape, inits, name)
+    res = import_onnx(make(tmp_path, [node], [("x", x_shape)], inits, name=name), tmp_path)
+    p = res.pipeline
     (out,) = p.outputs
+    assert any(f"is a copy stage {out!r}" in t for t in res.report.simplifications)  # the import report says so
     red = next(s for s in p.stages if s.op == op)
     assert red.name != out and p.stage(out).op == "copy" and p.consumers(red.name) == [out]
     pl = plan(p, target)
