@@ -384,45 +384,33 @@ def lower(p: Pipeline, sched: Schedule) -> Lowered:
     return low
 
 
-def static_bounds(low: Lowered) -> None:
+def static_bounds(low: Lowered, strides: bool = False) -> None:
     """Tell Halide the buffers' shapes (the engine binds them at these, checked in Python):
     a packed weight's `c % block` and `c / block` then simplify to a dense vector load only
     where the channel loop's start is known to be a multiple of the block. Applied to the
-    schedules that pack a weight only (the others keep the code they were measured with)."""
-    p = low.pipeline
-    for o in p.outputs:
-        buf = low.funcs[o].output_buffer()
-        for k, n in enumerate(reversed(p.stage(o).shape)):
-            buf.dim(k).set_bounds(0, n)
-    for i in p.inputs:
-        for k, n in enumerate(reversed(i.shape)):
-            low.params[i.name].dim(k).set_bounds(0, n)
-    for name, (inp, dim, blk) in low.packed.items():
-        for k, n in enumerate(reversed(pack_array_shape(p.shape_of(inp), dim, blk))):
-            low.params[name].dim(k).set_bounds(0, n)
-
-
-def static_layout(low: Lowered) -> None:
-    """Tell Halide every buffer's extents and strides: each one dense, in the layout the
-    pipeline declares (row-major unless `declared_layout` says otherwise), as the engine's
-    runners give them (inputs are copied into it when bound, outputs checked or staged).
-    For segments, whose buffers between segments are the runner's own arrays: address
-    arithmetic folds into constants as inside one whole pipeline (Sapphire Rapids, 1
-    thread, MobileNetV2 in segments 8.64 -> 8.06 ms, whole 7.71; SqueezeNet 6.77 -> 6.44, 6.11)."""
+    schedules that pack a weight only (the others keep the code they were measured with).
+    With `strides`, every buffer's strides too: each one dense, in the layout the pipeline
+    declares (row-major unless `declared_layout` says otherwise), as the engine's runners give
+    them (inputs copied into it when bound, outputs checked or staged). Segments are compiled
+    so, their buffers between segments being the runner's own arrays: address arithmetic folds
+    into constants as inside one whole pipeline (Sapphire Rapids, 1 thread, MobileNetV2 in
+    segments 8.64 -> 8.06 ms, whole 7.71; SqueezeNet 6.77 -> 6.44, 6.11)."""
     p = low.pipeline
 
-    def dense(buf: Any, shape: tuple[int, ...], order: tuple[int, ...] | None) -> None:
+    def fix(buf: Any, shape: tuple[int, ...], order: tuple[int, ...] | None) -> None:
         nd, stride = len(shape), 1
-        for ax in order if order is not None else tuple(reversed(range(nd))):
-            buf.dim(nd - 1 - ax).set_bounds(0, shape[ax]).set_stride(stride)
+        for ax in order if order is not None else tuple(reversed(range(nd))):  # innermost first
+            d = buf.dim(nd - 1 - ax).set_bounds(0, shape[ax])
+            if strides:
+                d.set_stride(stride)
             stride *= shape[ax]
 
     for o in p.outputs:
-        dense(low.funcs[o].output_buffer(), p.stage(o).shape, declared_layout(p, o))
+        fix(low.funcs[o].output_buffer(), p.stage(o).shape, declared_layout(p, o))
     for i in p.inputs:
-        dense(low.params[i.name], i.shape, declared_layout(p, i.name))
+        fix(low.params[i.name], i.shape, declared_layout(p, i.name))
     for name, (inp, dim, blk) in low.packed.items():
-        dense(low.params[name], pack_array_shape(p.shape_of(inp), dim, blk), None)
+        fix(low.params[name], pack_array_shape(p.shape_of(inp), dim, blk), None)
 
 
 def pack_array_shape(shape: tuple[int, ...], dim: int, blk: int) -> tuple[int, ...]:

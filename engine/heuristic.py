@@ -59,6 +59,7 @@ from .recipes import (
     conv_root_block,
     conv_root_channels,
     conv_root_rows,
+    conv_taps,
     dense_output,
     depthwise_block,
     dividing,
@@ -468,10 +469,11 @@ class _Heuristic:
         fires 9-12 1.44x -> 1.30x, the whole model 1.64x -> 1.4x."""
         p, tiled = self.p, self.channels_tiled
         for n in self.order:
+            if p.stage(n).op != "concat" or n in p.outputs or n in self.inline:
+                continue
             cons = self._consumers(n)
-            if p.stage(n).op == "concat" and n not in p.outputs and n not in self.inline and cons <= tiled:
-                if all(self._one_broadcast(c) for c in cons) and self._try(n, partial(self._inline_concat, n)):
-                    self.inline.add(n)
+            if cons <= tiled and all(self._one_broadcast(c) for c in cons) and self._try(n, partial(self._inline_concat, n)):
+                self.inline.add(n)
         anchors = {n for n in tiled if not p.stage(n).is_reduction and n not in p.outputs}
         flex = {
             n
@@ -496,8 +498,7 @@ class _Heuristic:
         output channels one block)? Then a select per broadcast costs less than a buffer."""
         st = self.p.stage(conv)
         fits = channels_block_fits(self.p, (conv,), self.vt) if st.op == "conv2d" else None
-        one_tap = st.is_reduction and math.prod(d.extent for d in st.rdom[1:]) == 1
-        return fits is not None and one_tap and st.shape[1] <= fits[0] * self.vt.lanes
+        return fits is not None and conv_taps(self.p, conv) == 1 and st.shape[1] <= fits[0] * self.vt.lanes
 
     def _inline_concat(self, n: str) -> str:
         # A channels block's conv reads its input by scalar broadcasts: through an inlined
@@ -509,8 +510,7 @@ class _Heuristic:
 
     def _store_channels(self, n: str) -> str:
         cn, cc, cy, cx = (d.name for d in self.p.stage(n).dims)
-        ss = self.s.of(n)
-        self.s.stages[n] = type(ss)((Directive(Kind.REORDER_STORAGE, loops=(cc, cx, cy, cn)), *ss.pure), ss.update)
+        S(self.s, n).reorder_storage(cc, cx, cy, cn)
         return f"{self.rules.get(n, '')}; stored channels innermost (its readers take any layout)"
 
     def _flex_channels(self, n: str) -> str:

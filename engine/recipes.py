@@ -545,7 +545,7 @@ def _x_vectors(p: Pipeline, convs: tuple[str, ...], c: int, w: int, vt: VectorTa
     vw = min(vt.lanes, 1 << max(0, (w - 1).bit_length()))  # a row shorter than the lanes: one vector
     extra = ceil_div(w, vw) * vw - w
     half = vt.lanes // 2
-    pointwise = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
+    pointwise = all(conv_taps(p, cv) == 1 for cv in convs)
     row_bytes = max(p.stage(cv).rdom[0].extent for cv in convs) * w * BYTES_PER_ELEMENT  # an input row, all its channels
     if vt.split_wide and pointwise and 2 * row_bytes <= vt.l1_bytes and w > vt.lanes and w % vt.lanes and w % half == 0:
         # Whole half-width vectors where full ones would round up (Zen 4 at W=56: conv_block's
@@ -731,6 +731,11 @@ CHANNELS_MIN_REDUCTION = 32
 STRIDED_MIN_REDUCTION = 256
 
 
+def conv_taps(p: Pipeline, conv: str) -> int:
+    """The window of conv `conv` (its reduction over rc, ry, rx): taps per input channel (1 for a 1x1)."""
+    return math.prod(d.extent for d in p.stage(conv).rdom[1:])
+
+
 def conv_weight(p: Pipeline, conv: str) -> str | None:
     """The weight input a conv reads as `W[c, rc, ry, rx]` (c its output channel, the rest
     its reduction variables in order), when there is exactly one such read, else None."""
@@ -761,7 +766,7 @@ def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | Vecto
         return None
     c, _, w = p.shape_of(convs[0])[-3:]
     vecs = channel_vectors(c, CHANNELS_VECTORS // len(convs), vt.lanes)
-    one_tap = all(math.prod(d.extent for d in p.stage(cv).rdom[1:]) == 1 for cv in convs)
+    one_tap = all(conv_taps(p, cv) == 1 for cv in convs)
     if vecs < 1 or (one_tap and w > CHANNELS_MAX_WIDTH):
         return None
     for cv in convs:
@@ -781,10 +786,8 @@ def wide_channels_tile(p: Pipeline, convs: tuple[str, ...], target: str | Vector
     else None (the block channels_block_fits gives)."""
     vt = vector_target(target)
     (cv, *more) = convs
-    st = p.stage(cv)
-    c, _, w = st.shape[-3:]
-    taps = math.prod(d.extent for d in st.rdom[1:])
-    if more or taps == 1 or x_stride(p, cv) != 1 or w < CHANNELS_WIDE_X or channel_vectors(c, 2, vt.lanes) != 2:
+    c, _, w = p.shape_of(cv)[-3:]
+    if more or conv_taps(p, cv) == 1 or x_stride(p, cv) != 1 or w < CHANNELS_WIDE_X or channel_vectors(c, 2, vt.lanes) != 2:
         return None
     return 2, CHANNELS_WIDE_X
 
@@ -878,6 +881,9 @@ def conv_channels_block(
     return co
 
 
+INNERMOST_WINDOW_TAPS = 49  # the largest pooling window channels_innermost unrolls (7x7)
+
+
 def channels_innermost(s: Schedule, p: Pipeline, n: str, target: str | VectorTarget | None = None) -> None:
     """Stage `n[n, c, y, x]` (a padding, a concat, a pooling window) rebuilt with its buffer
     laid out channels innermost (`reorder_storage`), channels the innermost loop and the
@@ -889,7 +895,7 @@ def channels_innermost(s: Schedule, p: Pipeline, n: str, target: str | VectorTar
     lanes or more, or a reduction is not a small window."""
     vt = vector_target(target)
     st = p.stage(n)
-    if len(st.dims) != 4 or (st.is_reduction and math.prod(d.extent for d in st.rdom) > 49):
+    if len(st.dims) != 4 or (st.is_reduction and math.prod(d.extent for d in st.rdom) > INNERMOST_WINDOW_TAPS):
         raise ValueError(f"{n}: channels_innermost takes a 4-d pointwise stage or small window")
     lanes = dividing(vt.lanes, st.shape[1])
     if lanes < 8:
@@ -1055,7 +1061,7 @@ def _weights_first(p: Pipeline, conv: str, cb: int) -> bool:
     weights reused across every row."""
     st = p.stage(conv)
     c, h, w = st.shape[-3:]
-    return c * math.prod(d.extent for d in st.rdom[1:]) > h * w and c // cb > 1
+    return c * conv_taps(p, conv) > h * w and c // cb > 1
 
 
 def conv_root_block(s: Schedule, p: Pipeline, conv: str, target: str | VectorTarget | None = None) -> str:

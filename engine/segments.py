@@ -26,7 +26,7 @@ import numpy as np
 from . import expr as E
 from . import halide_backend as HB
 from .fpenv import flush_denormals
-from .ir import Input, Pipeline, Stage, canonical_hash, storage_axes
+from .ir import Input, Pipeline, Stage, canonical_hash, declared_layout, storage_axes
 from .schedule import Kind, Schedule, ScheduleError, StageSchedule, Wrapper, effective_consumers, validate, writes_in_bounds
 
 SEGMENT_MIN_STAGES = 48  # smaller pipelines compile as one Halide pipeline
@@ -201,7 +201,6 @@ class Segmented:
 
     pipeline: Pipeline
     parts: list[_Part]
-    schedule: Schedule = field(default_factory=Schedule)  # the whole pipeline's: where its buffers' layouts come from
     compiled_for: str | None = None
     compiles: int = 0  # Halide compiles the last `compile` did (the rest came from the cache)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -231,7 +230,7 @@ class Segmented:
             return _CACHE[ck]
         try:
             low = HB.lower(pt.pipeline, pt.schedule)
-            HB.static_layout(low)  # the runner's buffers are dense, in the declared layouts
+            HB.static_bounds(low, strides=True)  # the runner's buffers are dense, in the declared layouts
             HB.compile_jit(low, profile)
         except ScheduleError as exc:
             real = _CANON.sub(lambda m: pt.names.get(m.group(1), m.group(1)), exc.reason)
@@ -263,6 +262,7 @@ class Segmented:
         free: list[np.ndarray] = []
         flat: dict[str, np.ndarray] = {}
         for k, pt in enumerate(self.parts):
+            canon = {v: c for c, v in pt.names.items()}
             for n in pt.seg.outputs:
                 if n in p.outputs:
                     arrays[n] = staged.get(n, outs[n])
@@ -270,7 +270,7 @@ class Segmented:
                     size = p.stage(n).size
                     j = next((j for j in range(len(free) - 1, -1, -1) if free[j].size >= size), None)
                     flat[n] = free.pop(j) if j is not None else HB.aligned_empty((size,))
-                    arrays[n] = HB.shaped(flat[n], p.stage(n).shape, stored_order(p, self.schedule, n))
+                    arrays[n] = HB.shaped(flat[n], p.stage(n).shape, declared_layout(pt.pipeline, canon[n]))
                 bufs[n] = hl.Buffer(arrays[n])
             for n in pt.seg.inputs:  # after this segment's outputs are placed: never read and written at once
                 if last.get(n) == k:
@@ -337,7 +337,7 @@ def lower(p: Pipeline, sched: Schedule, segmented: bool | None = None, max_stage
     for seg in partition(p, sched, max_stages):
         key, cp, cs, names = _canonical(p, sched, seg)
         parts.append(_Part(seg, key, cp, cs, names))
-    return Segmented(p, parts, sched)
+    return Segmented(p, parts)
 
 
 def clear_cache() -> None:
