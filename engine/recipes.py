@@ -751,7 +751,7 @@ def conv_weight(p: Pipeline, conv: str) -> str | None:
 def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | VectorTarget | None = None) -> tuple[int, int] | None:
     """(channel vectors, x positions) of conv_channels_block's register block for `convs`
     (a conv and the residual ones computed at the same tile), or None where it does not
-    apply: a 16-lane target with 32 registers at full width (not split_wide: unmeasured),
+    apply: a 16-lane target with 32 registers (full-width FMAs or, Zen 4, split_wide ones),
     convs of stride 1 or 2 (1x1 convs over output planes at most CHANNELS_MAX_WIDTH wide),
     each with its weight as `W[c, rc, ry, rx]`, their channels in whole blocks of vectors
     (`channel_vectors`; a last partial vector where the reads along c are weights: `channel_reads`), at
@@ -760,9 +760,12 @@ def channels_block_fits(p: Pipeline, convs: tuple[str, ...], target: str | Vecto
     spaces the x positions' broadcasts: ResNet-50's strided 3x3 convs (Sapphire Rapids, 1
     thread, CPU time vs ORT, conv_block -> this) 128 at 56->28 2.58x -> 1.45x, 256 at
     28->14 2.04x -> 1.31x, 512 at 14->7 2.51x -> 0.99x; its layer4.0 unit (with the strided
-    1x1 downsample at the add's tile) 2.32x -> 1.09x."""
+    1x1 downsample at the add's tile) 2.32x -> 1.09x. Zen 4 (512-bit ops as two halves), same
+    clock, conv_block -> this: 3x3 128 at 28x28 2.10x -> 1.05x, 512 at 7x7 1.67x -> 1.04x,
+    128 at 56->28 stride 2 2.49x -> 1.19x, 1x1 512->128 at 28x28 1.94x -> 0.95x, 2048->512
+    at 7x7 1.59x -> 0.97x; MobileNetV2's 7x7 units 1.85x -> 1.08x (none slower)."""
     vt = vector_target(target)
-    if vt.lanes != 16 or vt.registers < 32 or vt.split_wide:
+    if vt.lanes != 16 or vt.registers < 32:
         return None
     c, _, w = p.shape_of(convs[0])[-3:]
     vecs = channel_vectors(c, CHANNELS_VECTORS // len(convs), vt.lanes)

@@ -89,12 +89,13 @@ def test_the_heuristic_packs_small_plane_convs_and_the_result_verifies(tmp_path,
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
 
 
-def test_the_recipe_is_only_for_full_width_16_lane_targets_and_small_one_tap_planes(tmp_path):
+def test_the_recipe_is_only_for_16_lane_targets_and_small_one_tap_planes(tmp_path):
     p = conv_model(tmp_path, 64, 64, 7, 1)
-    for target in (AVX2, ZEN4):
-        assert channels_block_fits(p, tuple(convs(p)), target) is None
-        assert not packed_inputs(plan(p, target).schedule)
-    assert channels_block_fits(p, tuple(convs(p)), AVX512) == (4, 7)
+    assert channels_block_fits(p, tuple(convs(p)), AVX2) is None
+    assert not packed_inputs(plan(p, AVX2).schedule)
+    for target in (AVX512, ZEN4):  # Zen 4 too: its 512-bit ops run as two halves, the block still pays
+        assert channels_block_fits(p, tuple(convs(p)), target) == (4, 7)
+        assert packed_inputs(plan(p, target).schedule)
     assert channels_block_fits(conv_model(tmp_path, 64, 64, 56, 1), ("a",), AVX512) is None  # 1x1 at 56: not
     assert channels_block_fits(conv_model(tmp_path, 16, 64, 56, 3), ("a",), AVX512) == (4, 7)  # 3x3 at 56: yes
     # whole blocks of vectors: 96 = 2 blocks of 3; 40 = 3 vectors, the last half padding
